@@ -1,0 +1,73 @@
+"""Search latency per mode on the live corpus: p50/p95/p99 over a query set, one client, warm.
+
+    python bench/search_latency.py [--source SLUG] [--rounds 3]
+
+Uses Quarry's configured database (DATABASE_URL or the embedded server). Query
+embedding time is included for hybrid and vector modes, as a client sees it;
+``--sql-only`` reports the SQL statement alone with precomputed query vectors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from engine.runtime import Runtime
+from engine.search import search
+
+QUERIES = [
+    "create a partial index", "how to vacuum a table", "streaming replication setup",
+    "jsonb containment operator", "window functions row_number", "foreign key on delete cascade",
+    "pg_dump custom format restore", "explain analyze buffers", "create extension", "listen notify",
+    "full text search ranking", "logical replication publication", "row level security policy",
+    "generated columns", "transaction isolation levels serializable", "btree index on expression",
+    "copy from csv file", "set statement_timeout", "array functions unnest", "create role login password",
+]
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--source", action="append")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--limit", type=int, default=10)
+    parser.add_argument("--sql-only", action="store_true", help="exclude query embedding time")
+    args = parser.parse_args()
+
+    with Runtime() as runtime:
+        embedder = runtime.embedders["text"]
+        vectors = dict(zip(QUERIES, embedder.embed_queries(QUERIES), strict=True))
+
+        class Precomputed:
+            model_name = embedder.model_name
+            dimension = embedder.dimension
+
+            def embed_queries(self, texts: list[str]) -> object:
+                return [vectors[text] for text in texts]
+
+            embed_documents = embed_queries
+
+        query_embedder = Precomputed() if args.sql_only else embedder
+        print(f"{'mode':8} {'n':>4} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}")
+        for mode in ("fts", "vector", "hybrid"):
+            for query in QUERIES[:3]:  # warm caches and the pool
+                search(runtime.pool, query_embedder, query, mode=mode, limit=args.limit,  # type: ignore[arg-type]
+                       sources=args.source)
+            timings = []
+            for _ in range(args.rounds):
+                for query in QUERIES:
+                    started = time.perf_counter()
+                    search(runtime.pool, query_embedder, query, mode=mode, limit=args.limit,  # type: ignore[arg-type]
+                           sources=args.source)
+                    timings.append((time.perf_counter() - started) * 1000)
+            print(f"{mode:8} {len(timings):>4} {statistics.median(timings):8.2f} "
+                  f"{percentile(timings, 0.95):8.2f} {percentile(timings, 0.99):8.2f}")
+
+
+if __name__ == "__main__":
+    main()

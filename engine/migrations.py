@@ -1,0 +1,104 @@
+"""``quarry migrate``: alembic's run-once DDL, then every ``sql/*.sql`` file re-applied.
+
+Both run in one transaction under an advisory lock, so concurrent first uses (two
+CLI commands, several server replicas) migrate once and nobody sees half a schema.
+A fingerprint of the alembic head and the SQL files is stored; when it matches,
+``ensure_migrated`` costs one query.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import psycopg
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine
+from sqlalchemy.pool import NullPool
+
+from alembic import command
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+_REPO_DIR = _PACKAGE_DIR.parent
+
+# Arbitrary constant shared by every Quarry process: "a migration is running".
+_MIGRATION_LOCK_KEY = 0x5155_4152_5259  # "QUARRY"
+
+
+def _resource_dir(installed_name: str, repo_name: str) -> Path:
+    """Locate sql/ or alembic/: inside the wheel when installed, at the repo root in a checkout."""
+    installed = _PACKAGE_DIR / installed_name
+    return installed if installed.is_dir() else _REPO_DIR / repo_name
+
+
+def sql_dir() -> Path:
+    return _resource_dir("_sql", "sql")
+
+
+def alembic_dir() -> Path:
+    return _resource_dir("_alembic", "alembic")
+
+
+def sql_files() -> list[Path]:
+    return sorted(sql_dir().glob("*.sql"))
+
+
+def _alembic_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(alembic_dir()))
+    return config
+
+
+def schema_fingerprint() -> str:
+    """Hash of the alembic head revision and the text of every SQL file."""
+    digest = hashlib.sha256()
+    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    digest.update(str(head).encode())
+    for path in sql_files():
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _stored_fingerprint(url: str) -> str | None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("select to_regclass('quarry.schema_state') is not null").fetchone()
+        if row is None or not row[0]:
+            return None
+        found = conn.execute("select fingerprint from quarry.schema_state").fetchone()
+        return None if found is None else str(found[0])
+
+
+def ensure_migrated(url: str) -> bool:
+    """Migrate when the database is behind this code; returns whether anything ran."""
+    if _stored_fingerprint(url) == schema_fingerprint():
+        return False
+    upgrade(url)
+    return True
+
+
+def upgrade(url: str) -> None:
+    """Run alembic upgrade to head and re-apply the SQL files, atomically."""
+    fingerprint = schema_fingerprint()
+    engine = create_engine(
+        "postgresql+psycopg://", creator=lambda: psycopg.connect(url), poolclass=NullPool
+    )
+    try:
+        with engine.begin() as connection:
+            driver = connection.connection.driver_connection
+            assert isinstance(driver, psycopg.Connection)
+            driver.execute("select pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK_KEY,))
+            driver.execute("create schema if not exists quarry")
+            config = _alembic_config()
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+            for path in sql_files():
+                driver.execute(path.read_text(encoding="utf-8"))
+            driver.execute(
+                "insert into quarry.schema_state (fingerprint) values (%s) "
+                "on conflict (singleton) do update set fingerprint = excluded.fingerprint, migrated_at = now()",
+                (fingerprint,),
+            )
+    finally:
+        engine.dispose()

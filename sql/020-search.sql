@@ -1,0 +1,151 @@
+-- Retrieval: per query a full-text leg and a vector leg, filtered inside each leg
+-- before its top-k, then reciprocal-rank fusion across legs and queries.
+
+create or replace function quarry.any_terms_query(query_text text) returns tsquery
+language sql immutable parallel safe strict
+set search_path = pg_catalog
+as $$
+    -- Any-term matching: websearch_to_tsquery ANDs every word, which leaves the text
+    -- leg empty for most natural-language questions. Lexemes come from the same
+    -- analysis as the stored vectors, split identifiers included.
+    select coalesce(string_agg(distinct quote_literal(lexeme), ' | '), '')::tsquery
+    from unnest(
+        to_tsvector('english'::regconfig, query_text)
+        || to_tsvector('english'::regconfig, coalesce(quarry.identifier_words(query_text), ''))
+    )
+$$;
+
+comment on function quarry.any_terms_query(text) is
+'tsquery matching any stemmed, non-stopword term of the query (code identifiers split).';
+
+create or replace function quarry.hybrid_search(
+    query_texts text[],
+    query_embeddings vector[] default null,
+    search_mode text default 'hybrid',
+    match_count int default 10,
+    filters jsonb default null,
+    embedding_space text default 'text',
+    candidate_count int default 50,
+    rrf_k int default 60
+) returns table (
+    chunk_id uuid,
+    fused_score double precision,
+    fts_rank int,
+    vector_rank int,
+    fts_score real,
+    vector_similarity real
+)
+language plpgsql volatile
+set search_path = quarry, public, pg_catalog
+as $$
+declare
+    space_dimension int;
+    use_fts boolean := search_mode in ('hybrid', 'fts');
+    use_vector boolean := search_mode in ('hybrid', 'vector');
+    depth int := greatest(candidate_count, match_count);
+begin
+    if search_mode not in ('hybrid', 'fts', 'vector') then
+        raise exception 'unknown search mode %: expected hybrid, fts or vector', search_mode
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if match_count < 1 or match_count > 1000 then
+        raise exception 'match_count must be between 1 and 1000, got %', match_count
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if coalesce(cardinality(query_texts), 0) = 0 then
+        raise exception 'at least one query is required' using errcode = 'invalid_parameter_value';
+    end if;
+    if use_vector then
+        if query_embeddings is null then
+            if search_mode = 'vector' then
+                raise exception 'vector mode needs query embeddings' using errcode = 'invalid_parameter_value';
+            end if;
+            use_vector := false;
+        else
+            if cardinality(query_embeddings) <> cardinality(query_texts) then
+                raise exception 'got % query embeddings for % queries',
+                    cardinality(query_embeddings), cardinality(query_texts)
+                    using errcode = 'invalid_parameter_value';
+            end if;
+            select dimension into space_dimension from quarry.embedding_spaces where name = embedding_space;
+            if space_dimension is null then
+                use_vector := false;  -- nothing embedded in this space yet
+            elsif vector_dims(query_embeddings[1]) <> space_dimension then
+                raise exception 'query embeddings have % dimensions, space % has %',
+                    vector_dims(query_embeddings[1]), embedding_space, space_dimension
+                    using errcode = 'invalid_parameter_value';
+            end if;
+        end if;
+    end if;
+
+    -- HNSW returns at most ef_search rows; iterative scans keep filtered legs full.
+    perform set_config('hnsw.ef_search', greatest(40, depth)::text, true);
+    perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
+
+    return query execute format($sql$
+        with allowed_sources as materialized (
+            select * from quarry.filtered_source_ids($4)
+        ),
+        queries as (
+            -- a repeated query counts once
+            select distinct on (q.query_text) q.query_text, q.embedding, q.ordinal,
+                   quarry.any_terms_query(q.query_text) as tsq
+            from unnest($1::text[], $2::vector[]) with ordinality as q (query_text, embedding, ordinal)
+            order by q.query_text, q.ordinal
+        ),
+        fts_leg as (
+            select hit.chunk_id, hit.score,
+                   row_number() over (partition by q.ordinal order by hit.score desc, hit.chunk_id)::int as rank
+            from queries q
+            cross join lateral (
+                select c.id as chunk_id, ts_rank(c.search_vector, q.tsq, 1) as score
+                from quarry.chunks c
+                join allowed_sources s on s.id = c.source_id
+                where $5 and c.search_vector @@ q.tsq
+                  and quarry.chunk_allowed($4, c.content_type, c.language, c.package, c.deprecated or s.deprecated)
+                order by score desc, c.id
+                limit $6
+            ) hit
+        ),
+        vector_leg as (
+            select hit.chunk_id, 1 - hit.distance as similarity,
+                   row_number() over (partition by qe.ordinal order by hit.distance, hit.chunk_id)::int as rank
+            from queries qe
+            cross join lateral (
+                select e.chunk_id, (e.embedding::vector(%1$s)) <=> qe.embedding::vector(%1$s) as distance
+                from quarry.embeddings e
+                join quarry.chunks c on c.id = e.chunk_id
+                join allowed_sources s on s.id = c.source_id
+                where $7 and qe.embedding is not null and e.space = %2$L
+                  and quarry.chunk_allowed($4, c.content_type, c.language, c.package, c.deprecated or s.deprecated)
+                order by (e.embedding::vector(%1$s)) <=> qe.embedding::vector(%1$s)
+                limit $6
+            ) hit
+        ),
+        fts_best as (
+            select f.chunk_id, sum(1.0 / ($8 + f.rank)) as rrf, min(f.rank) as rank, max(f.score) as score
+            from fts_leg f group by f.chunk_id
+        ),
+        vector_best as (
+            select v.chunk_id, sum(1.0 / ($8 + v.rank)) as rrf, min(v.rank) as rank, max(v.similarity) as similarity
+            from vector_leg v group by v.chunk_id
+        )
+        select coalesce(f.chunk_id, v.chunk_id) as chunk_id,
+               (coalesce(f.rrf, 0) + coalesce(v.rrf, 0))::double precision as fused_score,
+               f.rank::int as fts_rank,
+               v.rank::int as vector_rank,
+               f.score::real as fts_score,
+               v.similarity::real as vector_similarity
+        from fts_best f
+        full outer join vector_best v on v.chunk_id = f.chunk_id
+        order by fused_score desc, coalesce(f.rank, 2147483647), coalesce(v.rank, 2147483647), chunk_id
+        limit $3
+    $sql$, coalesce(space_dimension, 1), embedding_space)
+    using query_texts,
+          case when use_vector then query_embeddings end,
+          match_count, filters, use_fts, depth, use_vector, rrf_k;
+end
+$$;
+
+comment on function quarry.hybrid_search(text[], vector[], text, int, jsonb, text, int, int) is
+'Hybrid retrieval in one statement: per query an FTS and a vector leg, facet filters applied inside each leg before top-k, RRF across legs and queries; best per-leg ranks returned.';

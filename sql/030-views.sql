@@ -1,0 +1,51 @@
+-- Views over the corpus for result rows and for admins in psql.
+
+-- Dropped and recreated (not `create or replace`) so columns can change between versions.
+drop view if exists quarry.chunk_details;
+create view quarry.chunk_details as
+select c.id as chunk_id,
+       c.document_id,
+       s.slug as source_slug,
+       s.display_name as source_name,
+       s.kind as source_kind,
+       s.attribution,
+       s.verified,
+       s.deprecated or d.deprecated as deprecated,
+       d.changed_at,
+       d.path,
+       d.title,
+       d.url,
+       c.heading_path,
+       c.symbol_path,
+       c.start_line,
+       c.end_line,
+       c.start_byte,
+       c.end_byte,
+       c.content,
+       c.content_type,
+       c.language,
+       c.is_code
+from quarry.chunks c
+join quarry.documents d on d.id = c.document_id
+join quarry.sources s on s.id = c.source_id;
+
+comment on view quarry.chunk_details is
+'One row per chunk with the document and source fields a search result shows.';
+
+drop view if exists quarry.source_stats;
+create view quarry.source_stats as
+select s.slug,
+       s.display_name,
+       s.kind,
+       s.attribution,
+       s.verified,
+       s.deprecated,
+       (select count(*) from quarry.documents d where d.source_id = s.id) as documents,
+       (select count(*) from quarry.chunks c where c.source_id = s.id) as chunks,
+       (select count(*) from quarry.embeddings e join quarry.chunks c on c.id = e.chunk_id
+         where c.source_id = s.id) as embeddings,
+       s.last_ingested_at
+from quarry.sources s;
+
+comment on view quarry.source_stats is
+'Per-source counts of documents, chunks and embeddings, and when it was last ingested.';

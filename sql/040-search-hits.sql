@@ -1,0 +1,52 @@
+-- Search results with everything a client shows, in one call.
+
+create or replace function quarry.search_hits(
+    query_texts text[],
+    query_embeddings vector[] default null,
+    search_mode text default 'hybrid',
+    match_count int default 10,
+    filters jsonb default null,
+    embedding_space text default 'text',
+    candidate_count int default 50,
+    rrf_k int default 60
+) returns table (
+    chunk_id uuid,
+    document_id uuid,
+    source_slug text,
+    source_name text,
+    source_kind text,
+    attribution text,
+    verified boolean,
+    deprecated boolean,
+    changed_at timestamptz,
+    path text,
+    title text,
+    url text,
+    heading_path text[],
+    symbol_path text,
+    start_line int,
+    end_line int,
+    content text,
+    content_type text,
+    language text,
+    fused_score double precision,
+    fts_rank int,
+    vector_rank int,
+    fts_score real,
+    vector_similarity real
+)
+language sql volatile
+set search_path = quarry, public, pg_catalog
+as $$
+    select d.chunk_id, d.document_id, d.source_slug, d.source_name, d.source_kind, d.attribution,
+           d.verified, d.deprecated, d.changed_at, d.path, d.title, d.url,
+           d.heading_path, d.symbol_path, d.start_line, d.end_line, d.content, d.content_type, d.language,
+           h.fused_score, h.fts_rank, h.vector_rank, h.fts_score, h.vector_similarity
+    from quarry.hybrid_search(query_texts, query_embeddings, search_mode, match_count, filters,
+                              embedding_space, candidate_count, rrf_k) h
+    join quarry.chunk_details d on d.chunk_id = h.chunk_id
+    order by h.fused_score desc, coalesce(h.fts_rank, 2147483647), coalesce(h.vector_rank, 2147483647), h.chunk_id
+$$;
+
+comment on function quarry.search_hits(text[], vector[], text, int, jsonb, text, int, int) is
+'hybrid_search joined to chunk, document and source fields: ranked result rows ready to show.';

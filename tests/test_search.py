@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+from pathlib import Path
+from uuid import UUID
+
+import pytest
+from psycopg_pool import ConnectionPool
+
+from engine.embed.base import Embedder
+from engine.ingest.pipeline import Ingestor
+from engine.ingest.sources import SourceSpec
+from engine.search import search
+from tests.corpus import write_corpus
+
+RRF_K = 60
+
+
+@pytest.fixture()
+def corpus(pool: ConnectionPool, local_embedder: Embedder, tmp_path: Path) -> ConnectionPool:
+    ingestor = Ingestor(pool, {"text": local_embedder}, max_file_bytes=1_000_000)
+    ingestor.ingest(write_corpus(tmp_path / "a"), SourceSpec(slug="sample"))
+    ingestor.ingest(write_corpus(tmp_path / "b", {"notes.md": "# Notes\n\nPartial index notes.\n"}),
+                    SourceSpec(slug="other"))
+    return pool
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "fts", "vector"])
+def test_each_mode_finds_the_partial_index_section(
+    corpus: ConnectionPool, local_embedder: Embedder, mode: str
+) -> None:
+    hits = search(corpus, local_embedder, "how do I create a partial index", mode=mode, limit=3,  # type: ignore[arg-type]
+                  sources=["sample"])
+    assert hits, mode
+    assert hits[0].path == "docs/indexes.md"
+    assert hits[0].heading_path == ["Indexes", "Partial indexes"]
+    assert all(hit.source_slug == "sample" for hit in hits)
+    if mode == "fts":
+        assert all(hit.vector_rank is None for hit in hits)
+    if mode == "vector":
+        assert all(hit.fts_rank is None for hit in hits)
+
+
+def test_fts_never_embeds_the_query(corpus: ConnectionPool) -> None:
+    hits = search(corpus, None, "parse user id", mode="fts", limit=5)
+    assert hits and hits[0].symbol_path == "src.users.parse_user_id"
+
+
+def test_code_identifiers_match_their_words(corpus: ConnectionPool) -> None:
+    hits = search(corpus, None, "parseUserId", mode="fts", limit=5)
+    assert hits and hits[0].symbol_path == "src.users.parse_user_id"
+
+
+def test_source_filter_applies_inside_each_leg(corpus: ConnectionPool, local_embedder: Embedder) -> None:
+    hits = search(corpus, local_embedder, "partial index", limit=50, sources=["other"])
+    assert {hit.source_slug for hit in hits} == {"other"}
+    assert len(hits) == 1  # the other source's single chunk, not an empty leg after post-filtering
+
+
+def test_hybrid_fusion_matches_reciprocal_rank_fusion_of_the_legs(
+    corpus: ConnectionPool, local_embedder: Embedder
+) -> None:
+    query = "restore the database from an archive"
+    depth = 50
+    fts = search(corpus, None, query, mode="fts", limit=depth, candidates=depth)
+    vector = search(corpus, local_embedder, query, mode="vector", limit=depth, candidates=depth)
+    hybrid = search(corpus, local_embedder, query, mode="hybrid", limit=depth, candidates=depth, rrf_k=RRF_K)
+
+    expected: dict[UUID, float] = {}
+    for leg in (fts, vector):
+        for rank, hit in enumerate(leg, 1):
+            expected[hit.chunk_id] = expected.get(hit.chunk_id, 0.0) + 1.0 / (RRF_K + rank)
+    fts_ranks = {hit.chunk_id: rank for rank, hit in enumerate(fts, 1)}
+    vector_ranks = {hit.chunk_id: rank for rank, hit in enumerate(vector, 1)}
+
+    assert {hit.chunk_id for hit in hybrid} == set(expected)
+    for hit in hybrid:
+        assert hit.fused_score == pytest.approx(expected[hit.chunk_id])
+        assert hit.fts_rank == fts_ranks.get(hit.chunk_id)
+        assert hit.vector_rank == vector_ranks.get(hit.chunk_id)
+    scores = [hit.fused_score for hit in hybrid]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_a_query_with_only_stopwords_returns_no_fts_hits(corpus: ConnectionPool) -> None:
+    assert search(corpus, None, "the of and", mode="fts") == []
+
+
+
+
+def test_facet_filters_any_of_and_none_of(corpus: ConnectionPool) -> None:
+    code_only = search(corpus, None, "user id", mode="fts", limit=20, filters={"content_type": {"any_of": ["code"]}})
+    assert code_only and {hit.content_type for hit in code_only} == {"code"}
+    no_code = search(corpus, None, "user id index", mode="fts", limit=20,
+                     filters={"content_type": {"none_of": ["code"]}})
+    assert all(hit.content_type != "code" for hit in no_code)
+    unverified = search(corpus, None, "partial index", mode="fts", filters={"verified": {"any_of": [True]}})
+    assert unverified == []  # no source is verified
+
+
+def test_several_queries_fuse_and_a_repeated_query_counts_once(
+    corpus: ConnectionPool, local_embedder: Embedder
+) -> None:
+    single = search(corpus, local_embedder, ["partial index"], limit=20)
+    repeated = search(corpus, local_embedder, ["partial index", "partial index"], limit=20)
+    assert [(h.chunk_id, h.fused_score) for h in single] == [(h.chunk_id, h.fused_score) for h in repeated]
+    both = search(corpus, local_embedder, ["partial index", "pg_dump archive"], limit=20)
+    paths = [hit.path for hit in both[:4]]
+    assert "docs/indexes.md" in paths and "docs/backup.md" in paths
