@@ -12,6 +12,7 @@ import hashlib
 from pathlib import Path
 
 import psycopg
+from psycopg import sql
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine
@@ -21,6 +22,10 @@ from alembic import command
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _REPO_DIR = _PACKAGE_DIR.parent
+
+# Functions created by alembic migrations (stored generated columns depend on them);
+# every other routine in the schema belongs to sql/ and is recreated on each migrate.
+_MIGRATION_OWNED_ROUTINES = ("identifier_words", "chunk_tsvector")
 
 # Arbitrary constant shared by every Quarry process: "a migration is running".
 _MIGRATION_LOCK_KEY = 0x5155_4152_5259  # "QUARRY"
@@ -93,6 +98,7 @@ def upgrade(url: str) -> None:
             config = _alembic_config()
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
+            _drop_replaceable_routines(driver)
             for path in sql_files():
                 driver.execute(path.read_text(encoding="utf-8"))
             driver.execute(
@@ -102,3 +108,15 @@ def upgrade(url: str) -> None:
             )
     finally:
         engine.dispose()
+
+
+def _drop_replaceable_routines(conn: psycopg.Connection[object]) -> None:
+    """Drop the routines sql/ defines, so a changed signature never leaves a stale overload behind."""
+    rows = conn.execute(
+        "select p.oid::regprocedure::text from pg_proc p join pg_namespace n on n.oid = p.pronamespace"
+        " where n.nspname = 'quarry' and p.proname <> all(%s)",
+        (list(_MIGRATION_OWNED_ROUTINES),),
+    ).fetchall()
+    for (signature,) in rows:
+        # regprocedure text is a qualified, quoted signature: safe to splice as SQL.
+        conn.execute(sql.SQL("drop routine if exists {} cascade").format(sql.SQL(signature)))

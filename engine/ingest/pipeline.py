@@ -280,7 +280,7 @@ class Ingestor:
         with self._pool.connection() as conn, conn.transaction():
             replaced = [doc.replaces for doc in documents if doc.replaces is not None]
             if replaced:
-                conn.execute("delete from quarry.documents where id = any(%s)", (replaced,))
+                conn.execute("select quarry.delete_documents(%s)", (replaced,))
             document_ids = [uuid7() for _ in documents]
             chunk_ids = [uuid7() for _ in inputs]
             with conn.cursor().copy(
@@ -310,6 +310,7 @@ class Ingestor:
                             doc.parsed.content_type, doc.parsed.language, chunk.start_line, chunk.end_line,
                             chunk.start_byte, chunk.end_byte, estimate_tokens(chunk.content),
                         ))
+            conn.execute("select quarry.index_chunk_terms(%s)", (chunk_ids,))
             with conn.cursor().copy(
                 "copy quarry.embeddings (chunk_id, space, input_hash, embedding) from stdin with (format binary)"
             ) as copy:
@@ -329,7 +330,7 @@ class Ingestor:
         gone_ids = list(gone)
         with conn.transaction():
             if gone_ids:
-                conn.execute("delete from quarry.documents where id = any(%s)", (gone_ids,))
+                conn.execute("select quarry.delete_documents(%s)", (gone_ids,))
             conn.execute("update quarry.documents set checked_at = now() where source_id = %s", (source_id,))
             conn.execute("update quarry.sources set last_ingested_at = now() where id = %s", (source_id,))
         summary.deleted += len(gone_ids)

@@ -1,0 +1,214 @@
+-- BM25 text index: lexeme postings with precomputed impacts (see alembic 0003).
+--
+-- impact(t, c) = tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(c) / avg_len))
+-- score(q, c)  = sum over query terms t of idf(t) * impact(t, c)
+-- idf(t)       = ln(1 + (N - n_t + 0.5) / (n_t + 0.5))
+--
+-- tf is weighted by where the term occurs (title and symbol A, headings B, body D),
+-- a BM25F-style boost. Impacts use the average length when the chunk was indexed;
+-- `quarry.rebuild_text_index()` recomputes them all after large corpus changes.
+
+create or replace function quarry.weighted_term_frequencies(vector tsvector)
+returns table (lexeme text, term_frequency real)
+language sql immutable parallel safe strict
+set search_path = pg_catalog
+as $$
+    select u.lexeme,
+           sum(case w when 'A' then 3.0 when 'B' then 2.0 when 'C' then 1.5 else 1.0 end)::real
+    from unnest(vector) as u (lexeme, positions, weights)
+    cross join lateral unnest(u.weights) as w
+    group by u.lexeme
+$$;
+
+comment on function quarry.weighted_term_frequencies(tsvector) is
+'Per lexeme of a search vector, its occurrence count weighted by field (A 3, B 2, C 1.5, D 1).';
+
+create or replace function quarry.index_chunk_terms(
+    chunk_ids uuid[],
+    k1 real default 1.2,
+    b real default 0.75
+) returns bigint
+language plpgsql volatile
+set search_path = quarry, pg_catalog
+as $$
+declare
+    average_length double precision;
+    inserted bigint;
+begin
+    create temporary table if not exists pg_temp.new_term_frequencies (
+        chunk_id uuid, lexeme text, term_frequency real, chunk_length real
+    ) on commit drop;
+    truncate pg_temp.new_term_frequencies;
+    insert into pg_temp.new_term_frequencies
+    select c.id, f.lexeme, f.term_frequency, sum(f.term_frequency) over (partition by c.id)
+    from quarry.chunks c
+    cross join lateral quarry.weighted_term_frequencies(c.search_vector) f
+    where c.id = any(chunk_ids);
+
+    insert into quarry.text_terms (lexeme)
+    select distinct lexeme from pg_temp.new_term_frequencies order by lexeme
+    on conflict (lexeme) do nothing;
+
+    select case when s.chunk_count > 0 then s.total_length / s.chunk_count end
+    into average_length from quarry.text_stats s;
+    if average_length is null then  -- first batch: its own average
+        select avg(l) into average_length
+        from (select distinct chunk_id, chunk_length as l from pg_temp.new_term_frequencies) per_chunk;
+    end if;
+
+    insert into quarry.text_postings (term_id, chunk_id, term_frequency, chunk_length, impact)
+    select t.id, n.chunk_id, n.term_frequency, n.chunk_length,
+           n.term_frequency * (k1 + 1)
+             / (n.term_frequency + k1 * (1 - b + b * n.chunk_length / greatest(average_length, 1)))
+    from pg_temp.new_term_frequencies n
+    join quarry.text_terms t on t.lexeme = n.lexeme;
+    get diagnostics inserted = row_count;
+    return inserted;
+end
+$$;
+
+comment on function quarry.index_chunk_terms(uuid[], real, real) is
+'Add BM25 postings for the given chunks (called by ingestion in the same transaction as the chunks).';
+
+-- Term and corpus statistics follow the postings through statement-level triggers,
+-- so deletes from psql (or cascades) keep IDF and average length right.
+create or replace function quarry.text_postings_changed() returns trigger
+language plpgsql
+set search_path = quarry, pg_catalog
+as $$
+declare
+    direction int := case when tg_op = 'INSERT' then 1 else -1 end;
+begin
+    create temporary table if not exists pg_temp.changed_postings (term_id int, chunk_id uuid, chunk_length real)
+        on commit drop;
+    truncate pg_temp.changed_postings;
+    if tg_op = 'INSERT' then
+        insert into pg_temp.changed_postings select term_id, chunk_id, chunk_length from added;
+    else
+        insert into pg_temp.changed_postings select term_id, chunk_id, chunk_length from removed;
+    end if;
+    -- Lock term rows in id order: concurrent ingests then never deadlock on them.
+    perform 1 from quarry.text_terms
+    where id in (select term_id from pg_temp.changed_postings) order by id for update;
+    update quarry.text_terms t
+    set chunk_frequency = t.chunk_frequency + direction * d.n
+    from (select term_id, count(*) as n from pg_temp.changed_postings group by term_id) d
+    where t.id = d.term_id;
+    update quarry.text_stats
+    set chunk_count = chunk_count + direction * per_chunk.chunks,
+        total_length = total_length + direction * per_chunk.length
+    from (select count(*) as chunks, coalesce(sum(l), 0) as length
+          from (select distinct chunk_id, chunk_length as l from pg_temp.changed_postings) c) per_chunk;
+    return null;
+end
+$$;
+
+comment on function quarry.text_postings_changed() is
+'Trigger: keep text_terms.chunk_frequency and text_stats in step with inserted or deleted postings.';
+
+drop trigger if exists text_postings_inserted on quarry.text_postings;
+create trigger text_postings_inserted after insert on quarry.text_postings
+    referencing new table as added for each statement execute function quarry.text_postings_changed();
+drop trigger if exists text_postings_deleted on quarry.text_postings;
+create trigger text_postings_deleted after delete on quarry.text_postings
+    referencing old table as removed for each statement execute function quarry.text_postings_changed();
+
+create or replace function quarry.query_lexemes(query_text text) returns text[]
+language sql immutable parallel safe strict
+set search_path = pg_catalog
+as $$
+    select coalesce(array_agg(distinct lexeme), '{}')
+    from unnest(
+        to_tsvector('english'::regconfig, query_text)
+        || to_tsvector('english'::regconfig, coalesce(quarry.identifier_words(query_text), ''))
+    )
+$$;
+
+comment on function quarry.query_lexemes(text) is
+'Distinct stemmed, non-stopword lexemes of a query, code identifiers split (as chunks are indexed).';
+
+create or replace function quarry.bm25_top(
+    query_text text,
+    match_count int default 50,
+    per_term_depth int default 1000,
+    filters jsonb default null
+) returns table (chunk_id uuid, score real)
+language sql stable parallel safe
+set search_path = quarry, pg_catalog
+as $$
+    -- Reads only the top `per_term_depth` postings of each query term (impact order):
+    -- exact BM25 for every term whose list is shorter, and for common terms the
+    -- chunks it misses are ones where that (low-IDF) term adds little.
+    with terms as (
+        select t.id,
+               ln(1 + (s.chunk_count - t.chunk_frequency + 0.5) / (t.chunk_frequency + 0.5)) as idf
+        from quarry.text_terms t, quarry.text_stats s
+        where t.lexeme = any (quarry.query_lexemes(query_text)) and t.chunk_frequency > 0
+    ),
+    contributions as (
+        select p.chunk_id, terms.idf * p.impact as part
+        from terms
+        cross join lateral (
+            select p.chunk_id, p.impact
+            from quarry.text_postings p
+            where p.term_id = terms.id
+              and (filters is null or quarry.chunk_passes_filters(p.chunk_id, filters))
+            order by p.impact desc
+            limit per_term_depth
+        ) p
+    )
+    select c.chunk_id, sum(c.part)::real as score
+    from contributions c
+    group by c.chunk_id
+    order by score desc, c.chunk_id
+    limit match_count
+$$;
+
+comment on function quarry.bm25_top(text, int, int, jsonb) is
+'Top chunks by BM25 for a query from impact-ordered postings, facet filters applied before the top-k.';
+
+create or replace function quarry.rebuild_text_index(k1 real default 1.2, b real default 0.75)
+returns bigint
+language plpgsql volatile
+set search_path = quarry, pg_catalog
+as $$
+declare
+    average_length double precision;
+    inserted bigint;
+begin
+    -- From the canonical chunks: every impact recomputed with today's average length.
+    lock table quarry.text_postings in exclusive mode;
+    alter table quarry.text_postings disable trigger text_postings_inserted;
+    alter table quarry.text_postings disable trigger text_postings_deleted;
+    truncate quarry.text_postings;
+    create temporary table rebuild_frequencies on commit drop as
+    select c.id as chunk_id, f.lexeme, f.term_frequency,
+           sum(f.term_frequency) over (partition by c.id) as chunk_length
+    from quarry.chunks c
+    cross join lateral quarry.weighted_term_frequencies(c.search_vector) f;
+    insert into quarry.text_terms (lexeme)
+    select distinct lexeme from rebuild_frequencies order by lexeme
+    on conflict (lexeme) do nothing;
+    select avg(l) into average_length from (select distinct chunk_id, chunk_length as l from rebuild_frequencies) c;
+    insert into quarry.text_postings (term_id, chunk_id, term_frequency, chunk_length, impact)
+    select t.id, r.chunk_id, r.term_frequency, r.chunk_length,
+           r.term_frequency * (k1 + 1)
+             / (r.term_frequency + k1 * (1 - b + b * r.chunk_length / greatest(average_length, 1)))
+    from rebuild_frequencies r join quarry.text_terms t on t.lexeme = r.lexeme;
+    get diagnostics inserted = row_count;
+    update quarry.text_terms set chunk_frequency = 0 where chunk_frequency <> 0;
+    update quarry.text_terms t set chunk_frequency = d.n
+    from (select term_id, count(*) as n from quarry.text_postings group by term_id) d
+    where t.id = d.term_id;
+    update quarry.text_stats set
+        chunk_count = (select count(distinct chunk_id) from rebuild_frequencies),
+        total_length = coalesce((select sum(l) from (select distinct chunk_id, chunk_length as l
+                                                     from rebuild_frequencies) c), 0);
+    alter table quarry.text_postings enable trigger text_postings_inserted;
+    alter table quarry.text_postings enable trigger text_postings_deleted;
+    return inserted;
+end
+$$;
+
+comment on function quarry.rebuild_text_index(real, real) is
+'Rebuild every BM25 posting, term frequency and corpus statistic from the chunks (quarry reindex).';

@@ -1,0 +1,162 @@
+"""LocalMiniLM: agreement with sentence-transformers, batching, and the prepared-model cache.
+
+The reference vectors come from the real sentence-transformers all-MiniLM-L6-v2 (see the
+"generated_by" field of tests/data/minilm_reference.json). Preparing the int8 model takes a few
+seconds, so one prepared embedder serves the whole session.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+import engine.embed.local as local
+from engine.embed.base import Embedder
+from engine.embed.local import DIMENSION, LocalMiniLM
+
+REFERENCE = Path(__file__).parent / "data" / "minilm_reference.json"
+
+
+@pytest.fixture(scope="session")
+def minilm_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("minilm-cache")
+
+
+@pytest.fixture(scope="session")
+def embedder(minilm_cache: Path) -> LocalMiniLM:
+    model = LocalMiniLM(minilm_cache)
+    model.prepare()
+    return model
+
+
+@pytest.fixture(scope="session")
+def reference() -> tuple[list[str], npt.NDArray[np.float32]]:
+    data = json.loads(REFERENCE.read_text(encoding="utf-8"))
+    assert data["dimension"] == DIMENSION and data["generated_by"]
+    texts = [item["text"] for item in data["items"]]
+    return texts, np.array([item["vector"] for item in data["items"]], dtype=np.float32)
+
+
+def test_satisfies_the_protocol(embedder: LocalMiniLM) -> None:
+    model: Embedder = embedder
+    assert model.dimension == DIMENSION == 384
+    assert "all-MiniLM-L6-v2" in model.model_name
+
+
+def test_matches_sentence_transformers_in_one_batch(
+    embedder: LocalMiniLM, reference: tuple[list[str], npt.NDArray[np.float32]]
+) -> None:
+    texts, expected = reference
+    cosines = (embedder.embed_documents(texts) * expected).sum(axis=1)
+    worst = int(cosines.argmin())
+    assert cosines.min() >= 0.99, f"cosine {cosines[worst]:.4f} for {texts[worst]!r}"
+
+
+def test_matches_sentence_transformers_one_at_a_time(
+    embedder: LocalMiniLM, reference: tuple[list[str], npt.NDArray[np.float32]]
+) -> None:
+    texts, expected = reference
+    for text, vector in zip(texts, expected, strict=True):
+        cosine = float(embedder.embed_queries([text])[0] @ vector)
+        assert cosine >= 0.99, f"cosine {cosine:.4f} for {text!r}"
+
+
+def test_shape_dtype_and_unit_norm(embedder: LocalMiniLM, reference: tuple[list[str], npt.NDArray[np.float32]]) -> None:
+    texts, _ = reference
+    for vectors in (embedder.embed_documents(texts), embedder.embed_queries(texts[:3])):
+        assert vectors.dtype == np.float32
+        assert vectors.shape[1] == DIMENSION
+        np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert embedder.embed_documents(texts).shape == (len(texts), DIMENSION)
+
+
+def test_empty_input_gives_no_rows(tmp_path: Path) -> None:
+    # Needs no model: a fresh, unprepared embedder answers without preparing anything.
+    model = LocalMiniLM(tmp_path)
+    for vectors in (model.embed_documents([]), model.embed_queries([])):
+        assert vectors.shape == (0, DIMENSION) and vectors.dtype == np.float32
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_empty_and_blank_strings(embedder: LocalMiniLM) -> None:
+    vectors = embedder.embed_documents(["", "   ", "\n", "text"])
+    assert np.isfinite(vectors).all()
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    # Blank strings tokenize to [CLS] [SEP] exactly like the empty string.
+    assert vectors[0] @ vectors[1] > 0.999 and vectors[0] @ vectors[2] > 0.999
+
+
+def test_order_preserved_across_sorted_batches(embedder: LocalMiniLM) -> None:
+    # Lengths from 1 word to past the 256-token limit, shuffled, and enough texts for several
+    # batches: each output row must be its own text's vector, whatever the batching did.
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "omicron"]
+    rng = np.random.default_rng(7)
+    texts = [" ".join(rng.choice(words, size=int(n))) + f" item {i}" for i, n in enumerate(rng.integers(1, 300, 40))]
+    batched = embedder.embed_documents(texts)
+    alone = np.vstack([embedder.embed_documents([t]) for t in texts])
+    similarity = batched @ alone.T
+    assert (similarity.argmax(axis=1) == np.arange(len(texts))).all()
+    # Dynamic int8 quantization scales each batch by its own range, so batch-mates nudge a
+    # vector slightly; they never move it far.
+    assert np.diag(similarity).min() > 0.99
+
+
+def test_truncates_at_256_tokens(embedder: LocalMiniLM, reference: tuple[list[str], npt.NDArray[np.float32]]) -> None:
+    texts, _ = reference
+    long = max(texts, key=len)
+    assert len(long.split()) > 256  # the reference paragraph is ~350 tokens
+    base = embedder.embed_queries([long])
+    longer = embedder.embed_queries([long + " These extra words lie beyond the limit and change nothing."])
+    np.testing.assert_array_equal(base, longer)
+
+
+def test_deterministic_and_queries_equal_documents(embedder: LocalMiniLM) -> None:
+    texts = ["vacuum full locks the table", "SELECT 1;", "Résumé of the café"]
+    first = embedder.embed_documents(texts)
+    np.testing.assert_array_equal(first, embedder.embed_documents(texts))
+    np.testing.assert_array_equal(first, embedder.embed_queries(texts))
+
+
+def test_second_construction_reuses_the_prepared_file(
+    embedder: LocalMiniLM, minilm_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = embedder.prepare()
+    assert path.parent == minilm_cache and path.is_file()
+    stamp = path.stat().st_mtime_ns
+
+    def no_preparing(*_: object) -> None:
+        raise AssertionError("prepared again although the cache holds the model")
+
+    monkeypatch.setattr(local, "_prepare", no_preparing)
+    again = LocalMiniLM(minilm_cache, threads=1)
+    assert again.prepare() == path
+    assert path.stat().st_mtime_ns == stamp
+    assert [p.name for p in minilm_cache.iterdir()] == [path.name]  # no temp files left behind
+    np.testing.assert_allclose(again.embed_queries(["hello"]), embedder.embed_queries(["hello"]), atol=1e-6)
+
+
+def test_concurrent_preparation_is_safe(tmp_path: Path) -> None:
+    # Two embedders preparing into one empty directory at once: both succeed, one file remains.
+    models = [LocalMiniLM(tmp_path, threads=1) for _ in range(2)]
+    paths: list[Path] = []
+    errors: list[BaseException] = []
+
+    def run(model: LocalMiniLM) -> None:
+        try:
+            paths.append(model.prepare())
+        except BaseException as error:  # surfaced by the assertion below
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(m,)) for m in models]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(set(paths)) == 1
+    assert [p.name for p in tmp_path.iterdir()] == [paths[0].name]
+    np.testing.assert_allclose(models[0].embed_queries(["x"]), models[1].embed_queries(["x"]), atol=1e-6)
