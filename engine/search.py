@@ -16,6 +16,7 @@ from psycopg_pool import ConnectionPool
 from engine.embed.base import Embedder
 
 SearchMode = Literal["hybrid", "fts", "vector"]
+Fusion = Literal["rrf", "convex"]
 FacetValue = str | bool
 #: ``{"language": {"any_of": ["python"]}, "kind": {"none_of": ["standalone"]}}``
 Filters = Mapping[str, Mapping[str, Sequence[FacetValue]]]
@@ -77,6 +78,8 @@ def search(
     space: str = "text",
     rrf_k: int = 60,
     candidates: int = 50,
+    fusion: Fusion = "rrf",
+    vector_weight: float = 0.5,
 ) -> list[SearchHit]:
     """Ranked chunks for one or more queries (fused by RRF); ``fts`` mode never calls the embedder."""
     texts = [queries] if isinstance(queries, str) else list(dict.fromkeys(queries))
@@ -90,8 +93,9 @@ def search(
         combined["source_slug"] = {"any_of": list(sources)}
     with pool.connection() as conn, conn.cursor(row_factory=class_row(SearchHit)) as cursor:
         cursor.execute(
-            "select * from quarry.search_hits(%s, %s, %s, %s, %s::jsonb, %s, %s, %s)",
-            (texts, embeddings, mode, limit, filters_json(combined), space, max(candidates, limit), rrf_k),
+            "select * from quarry.search_hits(%s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s)",
+            (texts, embeddings, mode, limit, filters_json(combined), space, max(candidates, limit), rrf_k,
+             fusion, vector_weight),
         )
         return cursor.fetchall()
 

@@ -106,6 +106,23 @@ $$;
 comment on function quarry.text_postings_changed() is
 'Trigger: keep text_terms.chunk_frequency and text_stats in step with inserted or deleted postings.';
 
+create or replace function quarry.text_postings_truncated() returns trigger
+language plpgsql
+set search_path = quarry, pg_catalog
+as $$
+begin
+    update quarry.text_terms set chunk_frequency = 0 where chunk_frequency <> 0;
+    update quarry.text_stats set chunk_count = 0, total_length = 0;
+    return null;
+end
+$$;
+
+comment on function quarry.text_postings_truncated() is
+'Trigger: zero the BM25 statistics when the postings are truncated (e.g. truncate of sources cascading).';
+
+drop trigger if exists text_postings_truncated on quarry.text_postings;
+create trigger text_postings_truncated after truncate on quarry.text_postings
+    for each statement execute function quarry.text_postings_truncated();
 drop trigger if exists text_postings_inserted on quarry.text_postings;
 create trigger text_postings_inserted after insert on quarry.text_postings
     referencing new table as added for each statement execute function quarry.text_postings_changed();
@@ -180,7 +197,7 @@ begin
     lock table quarry.text_postings in exclusive mode;
     alter table quarry.text_postings disable trigger text_postings_inserted;
     alter table quarry.text_postings disable trigger text_postings_deleted;
-    truncate quarry.text_postings;
+    truncate quarry.text_postings;  -- its trigger zeroes the statistics, recomputed below
     create temporary table rebuild_frequencies on commit drop as
     select c.id as chunk_id, f.lexeme, f.term_frequency,
            sum(f.term_frequency) over (partition by c.id) as chunk_length

@@ -27,7 +27,9 @@ create or replace function quarry.hybrid_search(
     embedding_space text default 'text',
     candidate_count int default 50,
     rrf_k int default 60,
-    per_term_depth int default 1000
+    per_term_depth int default 1000,
+    fusion text default 'rrf',
+    vector_weight double precision default 0.5
 ) returns table (
     chunk_id uuid,
     fused_score double precision,
@@ -48,6 +50,12 @@ begin
     if search_mode not in ('hybrid', 'fts', 'vector') then
         raise exception 'unknown search mode %: expected hybrid, fts or vector', search_mode
             using errcode = 'invalid_parameter_value';
+    end if;
+    if fusion not in ('rrf', 'convex') then
+        raise exception 'unknown fusion %: expected rrf or convex', fusion using errcode = 'invalid_parameter_value';
+    end if;
+    if vector_weight is null or vector_weight < 0 or vector_weight > 1 then
+        raise exception 'vector_weight must be between 0 and 1' using errcode = 'invalid_parameter_value';
     end if;
     if match_count < 1 or match_count > 1000 then
         raise exception 'match_count must be between 1 and 1000, got %', match_count
@@ -95,14 +103,18 @@ begin
         ),
         fts_leg as (
             select hit.chunk_id, hit.score,
-                   row_number() over (partition by q.ordinal order by hit.score desc, hit.chunk_id)::int as rank
+                   row_number() over (partition by q.ordinal order by hit.score desc, hit.chunk_id)::int as rank,
+                   hit.score / nullif(max(hit.score) over (partition by q.ordinal), 0) as normalized
             from queries q
             cross join lateral quarry.bm25_top(q.query_text, $6, $9, $4) hit
             where $5
         ),
         vector_leg as (
             select hit.chunk_id, 1 - hit.distance as similarity,
-                   row_number() over (partition by qe.ordinal order by hit.distance, hit.chunk_id)::int as rank
+                   row_number() over (partition by qe.ordinal order by hit.distance, hit.chunk_id)::int as rank,
+                   (max(hit.distance) over (partition by qe.ordinal) - hit.distance)
+                     / nullif(max(hit.distance) over (partition by qe.ordinal)
+                              - min(hit.distance) over (partition by qe.ordinal), 0) as normalized
             from queries qe
             cross join lateral (
                 select e.chunk_id, (e.embedding::vector(%1$s)) <=> qe.embedding::vector(%1$s) as distance
@@ -116,15 +128,21 @@ begin
             ) hit
         ),
         fts_best as (
-            select f.chunk_id, sum(1.0 / ($8 + f.rank)) as rrf, min(f.rank) as rank, max(f.score) as score
+            select f.chunk_id, sum(1.0 / ($8 + f.rank)) as rrf, sum(coalesce(f.normalized, 1)) as normalized,
+                   min(f.rank) as rank, max(f.score) as score
             from fts_leg f group by f.chunk_id
         ),
         vector_best as (
-            select v.chunk_id, sum(1.0 / ($8 + v.rank)) as rrf, min(v.rank) as rank, max(v.similarity) as similarity
+            select v.chunk_id, sum(1.0 / ($8 + v.rank)) as rrf, sum(coalesce(v.normalized, 1)) as normalized,
+                   min(v.rank) as rank, max(v.similarity) as similarity
             from vector_leg v group by v.chunk_id
         )
         select coalesce(f.chunk_id, v.chunk_id) as chunk_id,
-               (coalesce(f.rrf, 0) + coalesce(v.rrf, 0))::double precision as fused_score,
+               (case when $10 = 'rrf'
+                     then 2 * (1 - $11) * coalesce(f.rrf, 0) + 2 * $11 * coalesce(v.rrf, 0)
+                     else ((1 - $11) * coalesce(f.normalized, 0) + $11 * coalesce(v.normalized, 0))
+                          / (select count(*) from queries)
+                end)::double precision as fused_score,
                f.rank::int as fts_rank,
                v.rank::int as vector_rank,
                f.score::real as fts_score,
@@ -136,9 +154,10 @@ begin
     $sql$, coalesce(space_dimension, 1), embedding_space)
     using query_texts,
           case when use_vector then query_embeddings end,
-          match_count, filters, use_fts, depth, use_vector, rrf_k, per_term_depth;
+          match_count, filters, use_fts, depth, use_vector, rrf_k, per_term_depth,
+          fusion, vector_weight;
 end
 $$;
 
-comment on function quarry.hybrid_search(text[], vector[], text, int, jsonb, text, int, int, int) is
-'Hybrid retrieval in one statement: per query a BM25 and a vector leg, facet filters applied inside each leg before top-k, RRF across legs and queries; best per-leg ranks returned.';
+comment on function quarry.hybrid_search(text[], vector[], text, int, jsonb, text, int, int, int, text, double precision) is
+'Hybrid retrieval in one statement: per query a BM25 and a vector leg, facet filters applied inside each leg before top-k, fused across legs and queries by weighted RRF or a convex combination of per-query normalised scores; best per-leg ranks returned.';
