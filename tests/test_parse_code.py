@@ -267,6 +267,9 @@ def test_c_symbol_paths() -> None:
 #ifndef UTIL_H
 #define UTIL_H
 #include <stddef.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* Counts things. */
 static size_t count(const char *s) { return 0; }
@@ -278,6 +281,9 @@ struct point { int x; int y; };
 typedef struct { int w; } size_box;
 
 enum color { RED, GREEN };
+#ifdef __cplusplus
+}
+#endif
 #endif
 """
     document = _parse("lib/util.h", source)
@@ -289,7 +295,8 @@ enum color { RED, GREEN };
         "lib.util.point",
         "lib.util.size_box",
         "lib.util.color",
-    ]  # the closing #endif alone carries nothing worth a chunk
+        "lib.util",  # the closing #ifdef __cplusplus } #endif
+    ]
     assert _chunk_of(document, "lib.util.count").content.startswith("/* Counts things. */")
 
 

@@ -25,7 +25,8 @@ from psycopg_pool import ConnectionPool
 from engine.embed.base import Embedder
 from engine.errors import BusyError
 from engine.ids import uuid7
-from engine.ingest.model import PARSER_VERSION, ParsedDocument, estimate_tokens
+from engine.ingest.model import PARSER_VERSION, ParsedDocument
+from engine.ingest.parsers.packing import count_tokens
 from engine.ingest.parsers import ParseError, is_supported, parse_document
 from engine.ingest.sources import SourceSpec, document_url
 from engine.ingest.walk import FoundFile, SkippedFile, walk_tree
@@ -308,7 +309,7 @@ class Ingestor:
                             next(ids), doc_id, source_id, ordinal, chunk.content, doc.parsed.title,
                             list(chunk.heading_path), chunk.symbol_path, chunk.is_code,
                             doc.parsed.content_type, doc.parsed.language, chunk.start_line, chunk.end_line,
-                            chunk.start_byte, chunk.end_byte, estimate_tokens(chunk.content),
+                            chunk.start_byte, chunk.end_byte, count_tokens(chunk.content),
                         ))
             conn.execute("select quarry.index_chunk_terms(%s)", (chunk_ids,))
             with conn.cursor().copy(

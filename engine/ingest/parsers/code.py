@@ -3,8 +3,9 @@
 Each function, class, method, impl, struct, ... becomes its own chunk, with the
 comments, decorators and attributes directly above it. A container's header and
 fields (the text between its members) form chunks of the container's path, and code
-between top-level symbols (imports, constants) forms chunks of the module's path, so
-together the chunks cover every non-blank line exactly once, in order. A symbol
+between top-level symbols (imports, constants) forms chunks of the module's path.
+Chunks follow the file in order without overlap; only stretches holding nothing but
+closing brackets or comments trailing a symbol's last line are left out. A symbol
 over the token bound is split on line boundaries, every piece keeping its path.
 
 Symbol paths start with the module path: the relative path without extension, ``/``
@@ -140,7 +141,9 @@ class _SymbolWalker:
 
 def parse_code(relative_path: str, raw: bytes) -> ParsedDocument:
     """Parse a source file in one of ``CODE_EXTENSIONS``; raises ``ParseError`` if not UTF-8."""
-    spec = LANGUAGE_BY_EXTENSION[PurePosixPath(relative_path).suffix.lower()]
+    spec = LANGUAGE_BY_EXTENSION.get(PurePosixPath(relative_path).suffix.lower())
+    if spec is None:
+        raise ValueError(f"no grammar for {relative_path!r}; expected one of {CODE_EXTENSIONS}")
     source = SourceText(raw)
     root = parser_for(spec).parse(raw).root_node
     if spec.name == "java":

@@ -274,14 +274,21 @@ _JAVA = LanguageSpec(
     transparent=frozenset({"ERROR", "enum_body_declarations"}),
     attached=frozenset({"line_comment", "block_comment"}),
 )
-_C_PREPROCESSOR = frozenset({"ERROR", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "preproc_elifdef"})
+# Conditional compilation, and extern "C" { ... } (a linkage_specification whose body
+# is a declaration_list), which headers wrap around everything under __cplusplus.
+_C_TRANSPARENT = frozenset(
+    {
+        *("ERROR", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "preproc_elifdef"),
+        *("linkage_specification", "declaration_list"),
+    }
+)
 _C = LanguageSpec(
     name="c",
     grammar=tree_sitter_c.language,
     functions=frozenset({"function_definition"}),
     containers=frozenset({"struct_specifier", "union_specifier"}),
     types=frozenset({"enum_specifier", "type_definition"}),
-    transparent=_C_PREPROCESSOR,
+    transparent=_C_TRANSPARENT,
 )
 _CPP = LanguageSpec(
     name="cpp",
@@ -290,8 +297,7 @@ _CPP = LanguageSpec(
     containers=frozenset({"struct_specifier", "union_specifier", "class_specifier", "namespace_definition"}),
     types=frozenset({"enum_specifier", "type_definition", "alias_declaration"}),
     wrappers=frozenset({"template_declaration"}),
-    # extern "C" { ... }: a linkage_specification whose body is a declaration_list
-    transparent=_C_PREPROCESSOR | {"linkage_specification", "declaration_list"},
+    transparent=_C_TRANSPARENT,
 )
 
 LANGUAGE_BY_EXTENSION: dict[str, LanguageSpec] = {

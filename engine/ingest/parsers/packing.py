@@ -162,7 +162,7 @@ class SourceText:
 
     @property
     def lines(self) -> list[str]:
-        """The decoded lines, without their ``\n`` (computed on first use)."""
+        """The decoded lines, without their ``\\n`` (computed on first use)."""
         if self._lines is None:
             self._lines = self.text.split("\n")
         return self._lines
@@ -393,8 +393,8 @@ def pack_blocks(
         tokens = _count_utf8_tokens(raw[block.start : block.end])
         if tokens == 0:
             continue
-        adjacent = not raw[group_end : block.start].strip()
-        if tokens > limit and group_tokens and adjacent and group_tokens <= limit // _LEAD_IN_SHARE:
+        adjacent = group_tokens > 0 and not raw[group_end : block.start].strip()
+        if tokens > limit and adjacent and group_tokens <= limit // _LEAD_IN_SHARE:
             writer.write_split(
                 group_start, block.end, block.is_code, body_start=block.start, lead_in_is_code=group_is_code
             )
