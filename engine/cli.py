@@ -24,8 +24,9 @@ EXAMPLES = """\
 examples:
   quarry ingest docs --source quarry-docs --kind docs_site --attribution official
   quarry search "create a partial index" --limit 5
-  quarry serve                      # MCP over stdio
-  quarry serve --http --port 8765   # MCP over streamable HTTP
+  quarry mcp                        # MCP over stdio, for an IDE assistant
+  quarry serve --port 8765          # MCP over streamable HTTP (API keys required)
+  quarry keys create laptop         # prints a new API key once
   quarry psql -c 'select * from quarry.source_stats'
 """
 
@@ -69,11 +70,39 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--source", action="append", help="restrict to a source slug (repeatable)")
     search.add_argument("--json", action="store_true", help="print results as JSON")
 
-    serve = commands.add_parser("serve", help="serve MCP tools (stdio by default)",
-                                epilog="example: quarry serve --http --host 127.0.0.1 --port 8765")
-    serve.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
-    serve.add_argument("--host", default="127.0.0.1")
+    commands.add_parser("mcp", help="serve MCP tools over stdio (for an IDE assistant that starts Quarry)",
+                        epilog='example (client config): {"command": "quarry", "args": ["mcp"]}')
+
+    serve = commands.add_parser(
+        "serve", help="serve MCP tools over streamable HTTP at /mcp, with /healthz",
+        epilog="example: quarry serve --host 0.0.0.0 --port 8765   (clients send 'Authorization: Bearer <key>')",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8765)
+    serve.add_argument("--no-auth", action="store_true",
+                       help="serve without API keys (only allowed on a loopback address)")
+    serve.add_argument("--allowed-host", action="append", default=[], metavar="HOST",
+                       help="accept this Host header (repeatable; on a public bind the default is any)")
+    serve.add_argument("--allowed-origin", action="append", default=[], metavar="ORIGIN",
+                       help="accept browser requests from this Origin, e.g. https://app.example.com (repeatable)")
+    serve.add_argument("--rate-per-minute", type=float, default=120.0,
+                       help="tokens each API key regains per minute; a search costs one per distinct query")
+    serve.add_argument("--burst", type=float, default=60.0, help="most tokens a key can hold (at least 10)")
+    # `serve` used to default to stdio and take --http; HTTP is now what it does (stdio is `quarry mcp`).
+    serve.add_argument("--http", action="store_true", help=argparse.SUPPRESS)
+
+    keys = commands.add_parser("keys", help="create, list and revoke API keys for `quarry serve`",
+                               epilog="example: quarry keys create ci-bot --scope search")
+    key_commands = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
+    key_create = key_commands.add_parser("create", help="create a key and print it (shown only once)",
+                                         epilog="example: quarry keys create laptop")
+    key_create.add_argument("name", help="a label for the key, unique among active keys")
+    key_create.add_argument("--scope", choices=["search", "admin"], default="search",
+                            help="search: the retrieval tools; admin: everything (default: search)")
+    key_commands.add_parser("list", help="list keys (never their secrets)", epilog="example: quarry keys list")
+    key_revoke = key_commands.add_parser("revoke", help="revoke a key by name or prefix; takes effect at once",
+                                         epilog="example: quarry keys revoke laptop")
+    key_revoke.add_argument("key", help="the key's name or its 12-character prefix")
 
     commands.add_parser("status", help="show the database, models and sources",
                         epilog="example: quarry status")
@@ -104,11 +133,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         url = database_url()
         executable = psql_executable()
         os.execv(executable, [executable, url, *args.psql_args])
-    if args.command == "serve":
-        from mcp_server.server import serve
-
-        serve(http=args.http, host=args.host, port=args.port)
-        return EXIT_OK
+    if args.command in ("mcp", "serve"):
+        return _serve(args)
 
     with Runtime() as runtime:
         if args.command == "migrate":
@@ -123,7 +149,58 @@ def _dispatch(args: argparse.Namespace) -> int:
             return _search(runtime, args)
         if args.command == "status":
             return _status(runtime)
+        if args.command == "keys":
+            return _keys(runtime, args)
     raise AssertionError(args.command)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import logging
+
+    from engine.runtime import Runtime
+
+    # stdout carries the stdio protocol: everything else goes to stderr.
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.command == "mcp":
+        from mcp_server.server import serve_stdio
+
+        with Runtime() as runtime:
+            serve_stdio(runtime)
+        return EXIT_OK
+
+    from mcp_server.auth import AccessPolicy
+    from mcp_server.http_app import serve_http
+    from mcp_server.ratelimit import RatePolicy
+
+    policy = AccessPolicy.for_bind(args.host, no_auth=args.no_auth, extra_hosts=tuple(args.allowed_host),
+                                   extra_origins=tuple(args.allowed_origin))
+    rate_policy = RatePolicy(per_minute=args.rate_per_minute, burst=args.burst)
+    with Runtime() as runtime:
+        serve_http(runtime, host=args.host, port=args.port, policy=policy, rate_policy=rate_policy)
+    return EXIT_OK
+
+
+def _keys(runtime: object, args: argparse.Namespace) -> int:
+    from engine import api_keys
+    from engine.runtime import Runtime
+
+    assert isinstance(runtime, Runtime)
+    if args.keys_command == "create":
+        created = api_keys.create_key(runtime.pool, args.name, [args.scope])
+        print(created.secret)
+        print(f"quarry: created key {created.name!r} (prefix {created.prefix}, scopes {','.join(created.scopes)}); "
+              "it is shown only this once", file=sys.stderr)
+        return EXIT_OK
+    if args.keys_command == "list":
+        for key in api_keys.list_keys(runtime.pool):
+            state = f"revoked {key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else "active"
+            used = f"{key.last_used_at:%Y-%m-%d %H:%M}" if key.last_used_at else "never"
+            print(f"{key.prefix}  {key.name}  scopes={','.join(key.scopes)}  created {key.created_at:%Y-%m-%d %H:%M}"
+                  f"  last used {used}  {state}")
+        return EXIT_OK
+    api_keys.revoke_key(runtime.pool, args.key)
+    print(f"quarry: revoked {args.key!r}")
+    return EXIT_OK
 
 
 def _ingest(runtime: object, args: argparse.Namespace) -> int:

@@ -1,47 +1,131 @@
-"""Quarry's MCP server: retrieval tools for IDE assistants over stdio or streamable HTTP."""
+"""Quarry's MCP server: the tool catalogue, the call path, and the stdio transport.
+
+Built on the SDK's low-level ``Server`` rather than ``MCPServer``: ``MCPServer``
+derives argument models from function signatures and validates them leniently
+(JSON strings are pre-parsed, unknown fields dropped, errors repeat the input),
+which the tool contract forbids. Here every call goes: strict argument model ->
+rate limit (HTTP keys only) -> the tool's blocking ``run`` in a worker thread ->
+bounded JSON text; every failure becomes the error envelope with ``isError: true``.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import Any, Literal
+import logging
+import threading
+from importlib import metadata
+from typing import Any
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+import anyio.to_thread
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
 
-from engine.runtime import Runtime
-from engine.search import search as run_search
+from mcp_server.auth import caller_of
+from mcp_server.backend import Backend
+from mcp_server.envelope import ToolFailure, classify, failure, success
+from mcp_server.ratelimit import RateLimiter
+from mcp_server.schemas import parse_arguments
+from mcp_server.tools import ToolContext, all_tools
+from mcp_server.tools.search import TEXT_SPACE
 
-INSTRUCTIONS = (
-    "Quarry searches ingested documentation and code. Use `search` with a natural-language "
-    "question or an identifier; results carry source, path, heading or symbol path, line span "
-    "and per-leg ranks."
-)
+logger = logging.getLogger("quarry.mcp")
+
+INSTRUCTIONS = """\
+Quarry searches an indexed corpus of documentation and source code (docs sites, code repositories, \
+standalone pages), ranking by keyword and semantic similarity together.
+
+How to work with it:
+1. Start with `search` for a question, an error message, an API or identifier name.
+2. For several phrasings of one need, or to restrict by source, language, package, kind or format, call \
+`facets` first to see which filter values exist, then `advanced_search` with `queries` and `filters`.
+3. Results are chunks of documents. Read around a hit with `get_chunk` (neighbouring chunks) or \
+`get_document` (the whole document, page by page via `next_cursor`); `read_document_bytes` returns exact \
+raw bytes, e.g. a chunk's start_byte/end_byte span.
+4. `list_sources` shows what is indexed; `status` shows health, embedding coverage and limits.
+
+Reading results: `confidence` (0-1) is how strongly retrieval ranked a chunk; `trust_score` (0-1) is how \
+far to trust its source, explained by `confidence_factors` (attribution, verification, freshness, \
+deprecation, version match). When sources disagree prefer higher trust; be careful with deprecated ones. \
+`degraded: true` means part of the search failed and the results come from what still worked \
+(`degradation_reason` and `hybrid_leg_failed` say what); they are usable but may be ranked less well. \
+`reranked: false` with `rerank_skipped_reason` means the fused order was kept. `notes` explain arguments \
+that had no effect. Long content is cut to keep responses under 256 KiB and marked `truncated: true`; \
+read the rest with get_chunk, get_document or read_document_bytes.
+
+Errors arrive as {"error": {"code", "message", "problems": [{"path", "rule"}]}}: INVALID (fix the named \
+argument), LIMIT (ask for less: fewer queries, a smaller limit), NOT_FOUND (an unknown id: search again), \
+RATE_LIMITED (wait retry_after seconds), UNAUTHORIZED (API key missing or revoked), UNAVAILABLE (a \
+dependency is down: retry later), INTERNAL (a bug: quote error_id)."""
+
+_READ_ONLY = types.ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
+                                   open_world_hint=False)
 
 
-def build_server(runtime: Runtime) -> MCPServer:
-    server = MCPServer(name="quarry", instructions=INSTRUCTIONS)
+def build_server(backend: Backend, *, limiter: RateLimiter | None = None) -> Server[Any]:
+    """The MCP server for ``backend``; ``limiter`` meters callers that authenticated with a key."""
+    specs = {spec.name: spec for spec in all_tools()}
+    context = ToolContext(backend, limiter.policy if limiter is not None else None)
+    catalogue = [
+        types.Tool(name=spec.name, title=spec.title, description=spec.description,
+                   input_schema=spec.arguments.model_json_schema(), annotations=_READ_ONLY)
+        for spec in specs.values()
+    ]
 
-    @server.tool()
-    async def search(
-        query: str, mode: Literal["hybrid", "fts", "vector"] = "hybrid", limit: int = 10
-    ) -> dict[str, Any]:
-        """Search documentation and code; hybrid fuses keyword and semantic ranking."""
-        embedder = None if mode == "fts" else runtime.embedders["text"]
-        hits = await anyio.to_thread.run_sync(
-            lambda: run_search(runtime.pool, embedder, query, mode=mode, limit=limit)
-        )
-        return {"results": [asdict(hit) for hit in hits]}
+    async def list_tools(_: Any, __: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=catalogue)
 
-    return server
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        spec = specs.get(params.name)
+        if spec is None:
+            return failure(ToolFailure("NOT_FOUND", f"no such tool; the tools are {', '.join(specs)}"))
+        try:
+            arguments = parse_arguments(spec.arguments, params.arguments)
+            caller = caller_of(ctx.request)
+            if caller is not None and limiter is not None:
+                await anyio.to_thread.run_sync(limiter.charge, caller, spec.cost(arguments))
+            text = await anyio.to_thread.run_sync(spec.run, context, arguments)
+        except Exception as error:  # the boundary: whatever happened, the client gets the envelope
+            return failure(classify(error, spec.name))
+        return success(text)
+
+    return Server(
+        "quarry",
+        version=server_version(),
+        title="Quarry",
+        description="Hybrid search over documentation and code",
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
 
 
-def serve(*, http: bool, host: str, port: int) -> None:
-    runtime = Runtime()
-    server = build_server(runtime)
+def server_version() -> str:
     try:
-        if http:
-            server.run("streamable-http", host=host, port=port)
-        else:
-            server.run("stdio")
-    finally:
-        runtime.close()
+        return metadata.version("quarry")
+    except metadata.PackageNotFoundError:
+        return "0"
+
+
+def warm_up(backend: Backend) -> None:
+    """Load the query embedder in the background, so the first search does not wait for it."""
+
+    def load() -> None:
+        try:
+            _ = backend.embedders[TEXT_SPACE]
+        except Exception:  # a broken model shows up (and degrades) on the first search instead
+            logger.warning("the query embedder did not load; searches will run keyword-only", exc_info=True)
+
+    threading.Thread(target=load, name="quarry-warm-up", daemon=True).start()
+
+
+def serve_stdio(backend: Backend) -> None:
+    """Serve MCP over stdin/stdout until the client closes stdin (no keys: the client owns this process)."""
+    server = build_server(backend)
+    warm_up(backend)
+
+    async def main() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(main)

@@ -13,11 +13,14 @@ returns table (lexeme text, term_frequency real)
 language sql immutable parallel safe strict
 set search_path = pg_catalog
 as $$
+    -- Each occurrence counts 1, plus 2 more in a title or symbol (A), 1 more in a
+    -- heading (B), 0.5 more for C. array_positions keeps it in C, not a subquery.
     select u.lexeme,
-           sum(case w when 'A' then 3.0 when 'B' then 2.0 when 'C' then 1.5 else 1.0 end)::real
+           (cardinality(u.positions)
+            + 2 * cardinality(array_positions(u.weights, 'A'))
+            + cardinality(array_positions(u.weights, 'B'))
+            + 0.5 * cardinality(array_positions(u.weights, 'C')))::real
     from unnest(vector) as u (lexeme, positions, weights)
-    cross join lateral unnest(u.weights) as w
-    group by u.lexeme
 $$;
 
 comment on function quarry.weighted_term_frequencies(tsvector) is
@@ -79,32 +82,57 @@ as $$
 declare
     direction int := case when tg_op = 'INSERT' then 1 else -1 end;
 begin
-    create temporary table if not exists pg_temp.changed_postings (term_id int, chunk_id uuid, chunk_length real)
-        on commit drop;
-    truncate pg_temp.changed_postings;
-    if tg_op = 'INSERT' then
-        insert into pg_temp.changed_postings select term_id, chunk_id, chunk_length from added;
-    else
-        insert into pg_temp.changed_postings select term_id, chunk_id, chunk_length from removed;
-    end if;
+    -- `changed` is the transition table of either trigger below (same name in both).
     -- Lock term rows in id order: concurrent ingests then never deadlock on them.
-    perform 1 from quarry.text_terms
-    where id in (select term_id from pg_temp.changed_postings) order by id for update;
+    perform 1 from quarry.text_terms where id in (select term_id from changed) order by id for update;
     update quarry.text_terms t
     set chunk_frequency = t.chunk_frequency + direction * d.n
-    from (select term_id, count(*) as n from pg_temp.changed_postings group by term_id) d
+    from (select term_id, count(*) as n from changed group by term_id) d
     where t.id = d.term_id;
     update quarry.text_stats
     set chunk_count = chunk_count + direction * per_chunk.chunks,
         total_length = total_length + direction * per_chunk.length
     from (select count(*) as chunks, coalesce(sum(l), 0) as length
-          from (select distinct chunk_id, chunk_length as l from pg_temp.changed_postings) c) per_chunk;
+          from (select distinct chunk_id, chunk_length as l from changed) c) per_chunk;
     return null;
 end
 $$;
 
 comment on function quarry.text_postings_changed() is
 'Trigger: keep text_terms.chunk_frequency and text_stats in step with inserted or deleted postings.';
+
+create or replace function quarry.chunks_deleted() returns trigger
+language plpgsql
+set search_path = quarry, pg_catalog
+as $$
+begin
+    delete from quarry.text_postings where chunk_id in (select id from gone);
+    return null;
+end
+$$;
+
+comment on function quarry.chunks_deleted() is
+'Trigger: remove the BM25 postings of deleted chunks (one statement per delete, not one per row).';
+
+create or replace function quarry.chunks_truncated() returns trigger
+language plpgsql
+set search_path = quarry, pg_catalog
+as $$
+begin
+    truncate quarry.text_postings;
+    return null;
+end
+$$;
+
+comment on function quarry.chunks_truncated() is
+'Trigger: a truncate of chunks (e.g. cascading from sources) empties the BM25 postings too.';
+
+drop trigger if exists chunks_truncated on quarry.chunks;
+create trigger chunks_truncated after truncate on quarry.chunks
+    for each statement execute function quarry.chunks_truncated();
+drop trigger if exists chunks_deleted on quarry.chunks;
+create trigger chunks_deleted after delete on quarry.chunks
+    referencing old table as gone for each statement execute function quarry.chunks_deleted();
 
 create or replace function quarry.text_postings_truncated() returns trigger
 language plpgsql
@@ -125,10 +153,10 @@ create trigger text_postings_truncated after truncate on quarry.text_postings
     for each statement execute function quarry.text_postings_truncated();
 drop trigger if exists text_postings_inserted on quarry.text_postings;
 create trigger text_postings_inserted after insert on quarry.text_postings
-    referencing new table as added for each statement execute function quarry.text_postings_changed();
+    referencing new table as changed for each statement execute function quarry.text_postings_changed();
 drop trigger if exists text_postings_deleted on quarry.text_postings;
 create trigger text_postings_deleted after delete on quarry.text_postings
-    referencing old table as removed for each statement execute function quarry.text_postings_changed();
+    referencing old table as changed for each statement execute function quarry.text_postings_changed();
 
 create or replace function quarry.query_lexemes(query_text text) returns text[]
 language sql immutable parallel safe strict

@@ -7,11 +7,9 @@ as $$
 declare
     deleted bigint;
 begin
-    -- Postings first, in one statement: the foreign-key cascade would remove them
-    -- chunk by chunk, firing the statistics trigger once per chunk.
-    delete from quarry.text_postings p
-    using quarry.chunks c
-    where c.id = p.chunk_id and c.document_id = any(document_ids);
+    -- Chunks first, in one statement, so their postings go in one trigger call;
+    -- the cascade from documents would delete them document by document.
+    delete from quarry.chunks where document_id = any(document_ids);
     delete from quarry.documents where id = any(document_ids);
     get diagnostics deleted = row_count;
     return deleted;

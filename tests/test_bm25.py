@@ -103,3 +103,14 @@ def test_rebuild_reproduces_incremental_statistics(
         after = conn.execute("select count(*) from quarry.text_postings").fetchone()
     assert before == after
     _assert_statistics_exact(pool)
+
+
+def test_truncating_sources_empties_postings_and_statistics(
+    ingestor: Ingestor, pool: ConnectionPool, tmp_path: Path
+) -> None:
+    ingestor.ingest(write_corpus(tmp_path), SourceSpec(slug="sample"))
+    with pool.connection() as conn:
+        conn.execute("truncate quarry.sources cascade")
+        postings = conn.execute("select count(*) from quarry.text_postings").fetchone()
+        stats = conn.execute("select chunk_count, total_length from quarry.text_stats").fetchone()
+    assert postings == (0,) and stats == (0, 0)

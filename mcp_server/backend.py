@@ -1,0 +1,28 @@
+"""What the tools need from a running Quarry: settings, a connection pool and query embedders.
+
+``engine.runtime.Runtime`` is the real one; anything with the same three attributes
+works (tests serve a pool they already opened, or an embedder that fails on purpose).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from psycopg_pool import ConnectionPool
+
+from engine.config import Settings
+from engine.embed.base import Embedder
+
+
+class Backend(Protocol):
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def pool(self) -> ConnectionPool: ...
+
+    @property
+    def embedders(self) -> Mapping[str, Embedder]:
+        """Embedder per space; reading it may load a model, and may raise if the model cannot load."""
+        ...

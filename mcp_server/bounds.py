@@ -1,0 +1,126 @@
+"""Keep every tool result under ``MAX_RESPONSE_BYTES`` serialised, by truncating rather than failing.
+
+The payload travels as JSON text inside a JSON-RPC message, so it is escaped twice;
+sizes here are measured that way. When a payload is too big, the long ``content``
+fields share the space left after everything else (small ones stay whole, long ones
+are cut to an equal share) and each cut field says so (``truncated: true`` and
+``omitted_chars``). Only if metadata alone cannot fit are trailing items of the
+droppable lists dropped (longest list first), and the payload then counts them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import MutableSequence, Sequence
+from typing import Any
+
+from mcp_server.envelope import to_json
+from mcp_server.limits import MAX_RESPONSE_BYTES
+
+#: Room for the JSON-RPC and CallToolResult wrapping around the payload text.
+_WRAPPER_BYTES = 1024
+#: Room per cut field for its markers.
+_MARKER_BYTES = 48
+_ROUNDS = 6
+
+
+def wire_size(text: str) -> int:
+    """Bytes ``text`` takes once escaped as a JSON string."""
+    return len(json.dumps(text, ensure_ascii=False).encode())
+
+
+def bounded_json(
+    payload: dict[str, Any],
+    texts: list[dict[str, Any]],
+    *,
+    droppable: Sequence[MutableSequence[Any]] = (),
+    dropped_key: str = "omitted_items",
+    limit: int = MAX_RESPONSE_BYTES,
+) -> str:
+    """``payload`` as JSON text whose wire size is at most ``limit``; ``texts`` are dicts inside it with ``content``."""
+    budget = limit - _WRAPPER_BYTES
+    originals = {id(item): len(item["content"]) for item in texts}
+    listed = sum(len(items) for items in droppable)
+    for attempt in range(_ROUNDS):
+        text = to_json(payload)
+        size = wire_size(text)
+        if size <= budget:
+            return text
+        payload["truncated"] = True
+        reachable = {id(item) for item in _reachable(payload, texts)}
+        live = [item for item in texts if id(item) in reachable]
+        costs = [wire_size(to_json(item["content"])) for item in live]
+        # Estimates are per field; each further round leaves more slack for what they miss.
+        room = budget - (size - sum(costs)) - _MARKER_BYTES * len(live) - 512 * attempt
+        if room < 0 or not live:
+            if not _drop(droppable, size - budget + 512 * (attempt + 1)):
+                break
+            payload[dropped_key] = listed - sum(len(items) for items in droppable)
+            continue
+        for item, cap in zip(live, _shares(costs, room), strict=True):
+            _cut(item, cap)
+            omitted = originals[id(item)] - len(item["content"])
+            if omitted:
+                item["truncated"] = True
+                item["omitted_chars"] = omitted
+    text = to_json(payload)
+    if wire_size(text) > budget:
+        raise AssertionError("a tool result does not fit the response bound even after truncation")
+    return text
+
+
+def _drop(lists: Sequence[MutableSequence[Any]], excess: int) -> bool:
+    """Pop trailing items, longest list first, until about ``excess`` wire bytes are gone; False if none left."""
+    dropped = 0
+    while dropped < excess:
+        longest = max(lists, key=len, default=None)
+        if not longest:
+            return dropped > 0
+        dropped += wire_size(to_json(longest.pop()))
+    return True
+
+
+def _reachable(payload: dict[str, Any], texts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The text holders still in the payload (a dropped list item takes its text with it)."""
+    found: list[dict[str, Any]] = []
+    wanted = {id(item) for item in texts}
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if id(node) in wanted:
+                found.append(node)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(payload)
+    return found
+
+
+def _shares(costs: list[int], room: int) -> list[int]:
+    """Water-filling: fields under an equal share keep their size; the rest split what is left equally."""
+    caps = list(costs)
+    remaining = room
+    order = sorted(range(len(costs)), key=lambda index: costs[index])
+    for position, index in enumerate(order):
+        share = remaining // (len(order) - position)
+        if costs[index] <= share:
+            remaining -= costs[index]
+            continue
+        for rest in order[position:]:
+            caps[rest] = share
+        break
+    return caps
+
+
+def _cut(item: dict[str, Any], cap: int) -> None:
+    content: str = item["content"]
+    cost = wire_size(to_json(content))
+    if cost <= cap:
+        return
+    keep = int(len(content) * cap / cost)
+    while keep > 0 and wire_size(to_json(content[:keep])) > cap:
+        keep = int(keep * 0.9)
+    item["content"] = content[:keep]

@@ -1,0 +1,310 @@
+"""Closed, strict tool inputs, and how a rejected input becomes an ``INVALID`` or ``LIMIT`` envelope.
+
+Every model forbids unknown fields and coercion (``"5"`` is not an integer, ``1`` is
+not ``true``); non-finite numbers are rejected. Errors name the argument path and the
+rule; they never repeat the rejected value (an unknown field's name is shown only
+when it is a plain identifier). Upper-bound violations (too many queries, limit over
+the maximum, instructions too long) are ``LIMIT``; everything else is ``INVALID``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Generic, Literal, TypeVar, get_args
+from uuid import UUID
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import ErrorDetails, PydanticCustomError
+
+from engine.facets import CONTENT_TYPES, FACET_KEYS, UPCOMING_FACETS
+from engine.ingest.sources import Attribution, SourceKind
+from engine.search import FacetValue
+from mcp_server import limits
+from mcp_server.envelope import ErrorCode, Problem, ToolFailure
+
+Mode = Literal["hybrid", "fts", "vector"]
+CodeMode = Literal["on", "off", "exclusive"]
+VersionMatchMode = Literal["strict", "permissive"]
+ContentType = Literal["markdown", "rst", "html", "text", "code"]
+FacetKey = Literal["source_slug", "language", "package", "kind", "attribution", "content_type", "verified",
+                   "deprecated"]
+
+_STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
+
+
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise PydanticCustomError("blank", "must contain a non-space character")
+    return text
+
+
+def _check_code_mode(code_mode: str, info: ValidationInfo) -> str:
+    # `mode` is declared before `code_mode`, so it is validated (and in info.data) by now.
+    if code_mode != "on" and info.data.get("mode") == "fts":
+        raise PydanticCustomError(
+            "incompatible", "must be 'on' (its default) when mode is 'fts': keyword search uses no embeddings")
+    return code_mode
+
+
+QueryText = Annotated[str, StringConstraints(min_length=1, max_length=limits.MAX_QUERY_CHARS),
+                      AfterValidator(_not_blank)]
+FacetText = Annotated[str, StringConstraints(min_length=1, max_length=limits.MAX_FACET_VALUE_CHARS)]
+AnyUuid = Annotated[UUID, Field(strict=False)]  # JSON has no UUID type: parse the string form
+
+ValueT = TypeVar("ValueT")
+
+
+class FacetRule(BaseModel, Generic[ValueT]):
+    """``any_of``: keep results whose value is one of these; ``none_of``: drop results whose value is one of these."""
+
+    model_config = _STRICT
+
+    any_of: list[ValueT] | None = Field(default=None, min_length=1, max_length=limits.MAX_FILTER_VALUES)
+    none_of: list[ValueT] | None = Field(default=None, min_length=1, max_length=limits.MAX_FILTER_VALUES)
+
+    @model_validator(mode="after")
+    def _has_a_rule(self) -> FacetRule[ValueT]:
+        if self.any_of is None and self.none_of is None:
+            raise PydanticCustomError("empty_rule", "needs any_of, none_of or both")
+        return self
+
+    def as_rules(self) -> dict[str, list[FacetValue]]:
+        rules: dict[str, list[FacetValue]] = {}
+        if self.any_of is not None:
+            rules["any_of"] = list(dict.fromkeys(self.any_of))  # type: ignore[arg-type]
+        if self.none_of is not None:
+            rules["none_of"] = list(dict.fromkeys(self.none_of))  # type: ignore[arg-type]
+        return rules
+
+
+class KindRule(FacetRule[SourceKind]):
+    pass
+
+
+class AttributionRule(FacetRule[Attribution]):
+    pass
+
+
+class ContentTypeRule(FacetRule[ContentType]):
+    pass
+
+
+class FlagRule(FacetRule[bool]):
+    pass
+
+
+class ValueRule(FacetRule[FacetText]):
+    pass
+
+
+class Filters(BaseModel):
+    """Facet filters: keys are ANDed; within a key, any_of values are ORed and none_of values excluded."""
+
+    model_config = _STRICT
+
+    source_slug: ValueRule | None = Field(default=None, description="Source slugs (see `facets`).")
+    language: ValueRule | None = Field(default=None, description="Programming language of code, e.g. python.")
+    package: ValueRule | None = Field(default=None, description="Package a document belongs to.")
+    kind: KindRule | None = Field(default=None, description="Source kind.")
+    attribution: AttributionRule | None = Field(default=None, description="Who publishes the source.")
+    content_type: ContentTypeRule | None = Field(default=None, description="Document format.")
+    verified: FlagRule | None = Field(default=None, description="Whether an admin verified the source.")
+    deprecated: FlagRule | None = Field(default=None, description="Whether the document or source is deprecated.")
+
+    def as_engine_filters(self) -> dict[str, dict[str, list[FacetValue]]]:
+        return {key: rule.as_rules() for key in FACET_KEYS if (rule := getattr(self, key)) is not None}
+
+
+class SearchArgs(BaseModel):
+    model_config = _STRICT
+
+    query: QueryText = Field(description="A natural-language question, an identifier or keywords.")
+    mode: Mode = Field(default="hybrid", description="hybrid: keyword + semantic fused (best default); "
+                       "fts: keyword only, no embedding; vector: semantic only.")
+    code_mode: CodeMode = Field(default="on", description="on: also fuse code-embedding results; off: general "
+                                "embeddings only; exclusive: code embeddings only. Must stay 'on' with mode='fts'.")
+    limit: int = Field(default=10, ge=1, le=limits.MAX_RESULTS, description="Results to return.")
+
+    @field_validator("code_mode")
+    @classmethod
+    def _code_mode_needs_vectors(cls, code_mode: str, info: ValidationInfo) -> str:
+        return _check_code_mode(code_mode, info)
+
+
+class AdvancedSearchArgs(BaseModel):
+    model_config = _STRICT
+
+    queries: list[QueryText] = Field(min_length=1, max_length=limits.MAX_QUERIES,
+                                     description="1-10 phrasings of what you need, fused by reciprocal rank "
+                                     "(a repeated query counts once).")
+    mode: Mode = Field(default="hybrid", description="hybrid, fts or vector, as in `search`.")
+    code_mode: CodeMode = Field(default="on", description="on, off or exclusive, as in `search`.")
+    limit: int = Field(default=10, ge=1, le=limits.MAX_RESULTS, description="Results to return.")
+    rerank: bool = Field(default=True, description="Rerank the fused candidates when a reranker is configured.")
+    rerank_instructions: str | None = Field(
+        default=None, min_length=1, max_length=limits.MAX_RERANK_INSTRUCTIONS,
+        description="What makes a result relevant, for the reranker (e.g. 'prefer API reference over tutorials').")
+    filters: Filters | None = Field(default=None, description="Facet filters; discover values with `facets`.")
+    version_match: VersionMatchMode = Field(
+        default="permissive", description="strict: drop results whose version constraints do not match; "
+        "permissive: keep them, ranked lower.")
+
+    @field_validator("code_mode")
+    @classmethod
+    def _code_mode_needs_vectors(cls, code_mode: str, info: ValidationInfo) -> str:
+        return _check_code_mode(code_mode, info)
+
+
+class FacetsArgs(BaseModel):
+    model_config = _STRICT
+
+    facet: FacetKey | None = Field(default=None, description="One facet to list; omit for every facet.")
+    prefix: str | None = Field(default=None, min_length=1, max_length=limits.MAX_PREFIX_CHARS,
+                               description="Only values starting with this (case-insensitive).")
+    filters: Filters | None = Field(default=None, description="Count only documents passing these filters.")
+    limit: int = Field(default=50, ge=1, le=limits.MAX_FACET_VALUES,
+                       description="Values per facet, most common first.")
+
+
+class GetDocumentArgs(BaseModel):
+    model_config = _STRICT
+
+    document_id: AnyUuid = Field(description="A document_id from a search result.")
+    cursor: str | None = Field(default=None, min_length=1, max_length=limits.MAX_CURSOR_CHARS,
+                               description="next_cursor from the previous page; omit for the first page.")
+
+
+class GetChunkArgs(BaseModel):
+    model_config = _STRICT
+
+    chunk_id: AnyUuid = Field(description="A chunk_id from a search result.")
+    before: int = Field(default=0, ge=0, le=limits.MAX_NEIGHBOURS, description="Preceding chunks to include.")
+    after: int = Field(default=0, ge=0, le=limits.MAX_NEIGHBOURS, description="Following chunks to include.")
+
+
+class ReadDocumentBytesArgs(BaseModel):
+    model_config = _STRICT
+
+    document_id: AnyUuid = Field(description="A document_id from a search result or get_document.")
+    offset: int = Field(ge=0, le=2**31 - 1, description="First byte to read (0-based).")
+    length: int = Field(ge=1, le=limits.MAX_BYTE_RANGE, description="Bytes to read.")
+
+
+class NoArgs(BaseModel):
+    model_config = _STRICT
+
+
+ArgsT = TypeVar("ArgsT", bound=BaseModel)
+
+_UPPER_BOUND_ERRORS = frozenset({"string_too_long", "too_long", "less_than_equal", "less_than"})
+_TYPE_NAMES = {
+    "string_type": "a string", "int_type": "an integer", "bool_type": "a boolean (true or false)",
+    "list_type": "an array", "model_type": "an object", "dict_type": "an object", "float_type": "a number",
+    "uuid_type": "a UUID string", "model_attributes_type": "an object",
+}
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+_RULE_FIELDS = ("any_of", "none_of")
+
+
+def parse_arguments(model: type[ArgsT], arguments: Mapping[str, Any] | None) -> ArgsT:
+    """Validate raw tool arguments, or raise ``ToolFailure`` naming each bad path and rule."""
+    try:
+        return model.model_validate(dict(arguments or {}))
+    except ValidationError as error:
+        details = error.errors(include_url=False)
+        problems = [_problem(model, detail) for detail in details]
+        code: ErrorCode = "LIMIT" if all(d["type"] in _UPPER_BOUND_ERRORS for d in details) else "INVALID"
+        summary = "; ".join(f"{problem.path}: {problem.rule}" for problem in problems[:5])
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise ToolFailure(code, f"invalid arguments: {summary}{more}", problems=problems[:20]) from None
+
+
+def _problem(model: type[BaseModel], detail: ErrorDetails) -> Problem:
+    loc = detail["loc"]
+    kind = detail["type"]
+    context = detail.get("ctx") or {}
+    value = detail.get("input")
+    if kind == "extra_forbidden":
+        return Problem(_path(loc[:-1], loc[-1]), _unknown_field_rule(model, loc))
+    if isinstance(value, float) and not math.isfinite(value):
+        return Problem(_path(loc), "must be a finite number: NaN and Infinity are not accepted")
+    if kind == "literal_error" and loc == ("facet",) and value in UPCOMING_FACETS:
+        return Problem(_path(loc), _upcoming_rule())
+    rule: str
+    if kind == "missing":
+        rule = "is required"
+    elif kind in _TYPE_NAMES:
+        rule = f"must be {_TYPE_NAMES[kind]}; values of other types are not converted"
+    elif kind == "literal_error":
+        rule = f"must be one of {context.get('expected', 'the documented values')}"
+    elif kind == "string_too_short":
+        rule = "must not be empty" if context.get("min_length") == 1 else \
+            f"must have at least {context.get('min_length')} characters"
+    elif kind == "string_too_long":
+        rule = f"must have at most {context.get('max_length')} characters"
+    elif kind == "too_short":
+        rule = f"must have at least {context.get('min_length')} items"
+    elif kind == "too_long":
+        rule = f"must have at most {context.get('max_length')} items"
+    elif kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
+        bound = {"greater_than_equal": ("at least", "ge"), "greater_than": ("greater than", "gt"),
+                 "less_than_equal": ("at most", "le"), "less_than": ("less than", "lt")}[kind]
+        rule = f"must be {bound[0]} {context.get(bound[1])}"
+    elif kind in ("uuid_parsing", "uuid_version"):
+        rule = "must be a UUID string such as 0190b7f2-6b6e-7d3a-9c1e-2f4a5b6c7d8e"
+    elif kind == "finite_number":
+        rule = "must be a finite number: NaN and Infinity are not accepted"
+    elif kind in ("blank", "empty_rule", "incompatible"):
+        rule = detail["msg"]  # our own messages, which never include the input
+    else:
+        rule = f"is not valid ({kind})"
+    return Problem(_path(loc), rule)
+
+
+def _path(loc: tuple[int | str, ...], last: int | str | None = None) -> str:
+    parts = [*loc, last] if last is not None else list(loc)
+    text = ""
+    for index, part in enumerate(parts):
+        if isinstance(part, int):
+            text += f"[{part}]"
+            continue
+        shown = part if (last is None or index < len(parts) - 1 or _PLAIN_NAME.fullmatch(part)) else "<field>"
+        text += ("." if text else "") + shown
+    return text or "(arguments)"
+
+
+def _unknown_field_rule(model: type[BaseModel], loc: tuple[int | str, ...]) -> str:
+    parent, name = loc[:-1], loc[-1]
+    if parent and parent[-1] == "filters":
+        if name in UPCOMING_FACETS:
+            return _upcoming_rule()
+        return f"is not a facet key; valid keys are {', '.join(FACET_KEYS)}"
+    if len(parent) >= 2 and parent[-2] == "filters":
+        return f"is not a facet rule; use {' and/or '.join(_RULE_FIELDS)}"
+    return f"is not an argument of this tool; its arguments are {', '.join(model.model_fields)}"
+
+
+def _upcoming_rule() -> str:
+    return (f"is not available yet: {' and '.join(UPCOMING_FACETS)} arrive with version-aware search; "
+            f"valid keys now are {', '.join(FACET_KEYS)}")
+
+
+def _check_filters_cover_every_facet() -> None:
+    # The schema is how clients learn the keys; it must not drift from the engine's list.
+    if set(Filters.model_fields) != set(FACET_KEYS) or set(CONTENT_TYPES) != set(get_args(ContentType)):
+        raise AssertionError("mcp_server.schemas.Filters is out of step with engine.facets")
+
+
+_check_filters_cover_every_facet()

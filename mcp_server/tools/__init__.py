@@ -1,0 +1,47 @@
+"""The tools Quarry serves: each is a strict argument model, a description written for an LLM,
+a rate-limit cost and a blocking ``run`` that returns the bounded JSON result.
+
+``run`` executes in a worker thread (database and model calls block); it raises
+``ToolFailure`` or a ``QuarryError`` for expected failures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic
+
+from mcp_server.backend import Backend
+from mcp_server.ratelimit import RatePolicy
+from mcp_server.schemas import ArgsT
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What a tool may use: the backend, and the rate policy to report (None when not metered)."""
+
+    backend: Backend
+    rate_policy: RatePolicy | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec(Generic[ArgsT]):
+    name: str
+    title: str
+    description: str
+    arguments: type[ArgsT]
+    run: Callable[[ToolContext, ArgsT], str]
+    cost: Callable[[ArgsT], int]
+
+
+def one_token(_: Any) -> int:
+    return 1
+
+
+def all_tools() -> list[ToolSpec[Any]]:
+    from mcp_server.tools.documents import GET_CHUNK, GET_DOCUMENT, READ_DOCUMENT_BYTES
+    from mcp_server.tools.facets import FACETS
+    from mcp_server.tools.search import ADVANCED_SEARCH, SEARCH
+    from mcp_server.tools.status import LIST_SOURCES, STATUS
+
+    return [SEARCH, ADVANCED_SEARCH, FACETS, GET_DOCUMENT, GET_CHUNK, READ_DOCUMENT_BYTES, LIST_SOURCES, STATUS]

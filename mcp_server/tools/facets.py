@@ -1,0 +1,52 @@
+"""``facets``: which filter values exist, with document counts, so a client can filter knowingly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.facets import FIXED_FACETS, UPCOMING_FACETS, facet_values
+from mcp_server.bounds import bounded_json
+from mcp_server.schemas import FacetsArgs
+from mcp_server.tools import ToolContext, ToolSpec, one_token
+
+
+def run_facets(context: ToolContext, args: FacetsArgs) -> str:
+    filters = args.filters.as_engine_filters() if args.filters is not None else None
+    summaries = facet_values(context.backend.pool, [args.facet] if args.facet is not None else None,
+                             filters=filters or None, prefix=args.prefix, limit=args.limit)
+    facets: dict[str, dict[str, Any]] = {}
+    lists: list[list[Any]] = []
+    for summary in summaries:
+        values = [{"value": count.value, "documents": count.documents} for count in summary.values]
+        lists.append(values)
+        facets[summary.facet] = {
+            "set": "fixed" if summary.facet in FIXED_FACETS else "open",
+            "values": values,
+            "total_values": summary.total_values,
+            "more_values": summary.total_values - len(values),
+        }
+    payload: dict[str, Any] = {
+        "facets": facets,
+        "filters_applied": bool(filters),
+        "counts": "documents passing the filters that have each value",
+        "not_available_yet": list(UPCOMING_FACETS),
+        "truncated": False,
+    }
+    return bounded_json(payload, [], droppable=lists, dropped_key="omitted_values")
+
+
+FACETS = ToolSpec(
+    name="facets",
+    title="Discover filter values",
+    description=(
+        "Valid values of each search facet with how many documents have them, most common first, so you can "
+        "build advanced_search filters that match something. Open-set facets (source_slug, language, "
+        "package) list what is indexed; fixed-set facets (kind, attribution, content_type, verified, "
+        "deprecated) list every allowed value, with 0 for unused ones. Narrow with facet (one facet), prefix "
+        "(values starting with it, case-insensitive) and filters (count only documents passing them). "
+        "more_values > 0 means more values exist than returned: raise limit or use prefix."
+    ),
+    arguments=FacetsArgs,
+    run=run_facets,
+    cost=one_token,
+)

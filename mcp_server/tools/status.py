@@ -1,0 +1,136 @@
+"""``list_sources`` and ``status``: what is indexed, and whether the server and its indexes are healthy."""
+
+from __future__ import annotations
+
+import logging
+from importlib import metadata
+from typing import Any
+
+import psycopg
+import psycopg_pool
+from psycopg.rows import dict_row
+
+from mcp_server import limits
+from mcp_server.bounds import bounded_json
+from mcp_server.envelope import new_error_id, to_json
+from mcp_server.schemas import NoArgs
+from mcp_server.tools import ToolContext, ToolSpec, one_token
+
+logger = logging.getLogger("quarry.mcp")
+
+_SOURCES = """
+    select s.slug, s.display_name, s.kind, s.attribution, s.verified, s.deprecated, s.base_url,
+           s.last_ingested_at,
+           (select count(*) from quarry.documents d where d.source_id = s.id) as documents,
+           (select count(*) from quarry.chunks c where c.source_id = s.id) as chunks,
+           coalesce((select jsonb_object_agg(per_space.space, per_space.embeddings)
+                     from (select e.space, count(*) as embeddings
+                           from quarry.embeddings e join quarry.chunks c on c.id = e.chunk_id
+                           where c.source_id = s.id group by e.space) per_space), '{}'::jsonb) as embeddings
+    from quarry.sources s
+    order by s.slug
+"""
+
+_SPACES = """
+    select sp.name, sp.model, sp.dimension,
+           (select count(*) from quarry.embeddings e where e.space = sp.name) as embeddings,
+           (select count(*) from quarry.chunks c
+             where not exists (select 1 from quarry.embeddings e where e.chunk_id = c.id and e.space = sp.name))
+             as pending_chunks,
+           quarry.space_index_name(sp.name) as index_name,
+           i.indisvalid as index_valid,
+           pg_relation_size(i.indexrelid) as index_bytes
+    from quarry.embedding_spaces sp
+    left join pg_index i on i.indexrelid = to_regclass('quarry.' || quarry.space_index_name(sp.name))
+    order by sp.name
+"""
+
+_TOTALS = """
+    select current_setting('server_version') as postgres,
+           (select extversion from pg_extension where extname = 'vector') as pgvector,
+           (select count(*) from quarry.sources) as sources,
+           (select count(*) from quarry.documents) as documents,
+           (select count(*) from quarry.chunks) as chunks,
+           (select indisvalid from pg_index where indexrelid = to_regclass('quarry.chunks_search_vector_idx'))
+             as fts_index_valid
+"""
+
+
+def run_list_sources(context: ToolContext, _: NoArgs) -> str:
+    with context.backend.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
+        rows = cursor.execute(_SOURCES).fetchall()
+    sources = [{**row, "last_ingested_at": row["last_ingested_at"].isoformat() if row["last_ingested_at"] else None}
+               for row in rows]
+    payload: dict[str, Any] = {"sources": sources, "source_count": len(sources), "truncated": False}
+    return bounded_json(payload, [], droppable=[sources], dropped_key="omitted_sources")
+
+
+def run_status(context: ToolContext, _: NoArgs) -> str:
+    payload: dict[str, Any] = {"server": {"name": "quarry", "version": _version()}}
+    try:
+        with context.backend.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
+            totals = cursor.execute(_TOTALS).fetchone() or {}
+            spaces = cursor.execute(_SPACES).fetchall()
+    except (psycopg.Error, psycopg_pool.PoolTimeout) as error:
+        error_id = new_error_id()
+        logger.error("status: database unreachable %s", error_id, exc_info=error)
+        payload |= {"healthy": False, "database": {"reachable": False, "error_id": error_id}}
+        return to_json(payload)
+    pending = sum(space["pending_chunks"] for space in spaces)
+    indexes_valid = all(space["index_valid"] for space in spaces) and bool(totals.get("fts_index_valid"))
+    payload |= {
+        "healthy": indexes_valid,
+        "database": {"reachable": True, "postgres": totals.get("postgres"), "pgvector": totals.get("pgvector")},
+        "corpus": {key: totals.get(key) for key in ("sources", "documents", "chunks")},
+        "embedding_spaces": [
+            {"space": space["name"], "model": space["model"], "dimension": space["dimension"],
+             "embeddings": space["embeddings"], "pending_chunks": space["pending_chunks"],
+             "index": {"name": space["index_name"], "valid": space["index_valid"], "bytes": space["index_bytes"]}}
+            for space in spaces
+        ],
+        "pending_embedding_work": pending,
+        "fts_index_valid": totals.get("fts_index_valid"),
+        "code_space": {"available": False, "note": "a separate code embedding space is not built yet; "
+                       "code_mode currently searches the text space"},
+        "reranker": {"configured": False, "note": "no reranker is configured; searches keep the fused order"},
+        "limits": limits.as_dict(),
+        "rate_limit": context.rate_policy.as_dict() if context.rate_policy is not None
+        else "not metered on this connection (stdio, or HTTP without keys)",
+    }
+    return to_json(payload)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("quarry")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+LIST_SOURCES = ToolSpec(
+    name="list_sources",
+    title="List indexed sources",
+    description=(
+        "Every indexed source (a docs site, code repository or set of standalone pages) with its slug, display "
+        "name, kind, attribution, verified and deprecated flags, base URL, document and chunk counts, "
+        "embeddings per space and last ingest time. Use a slug in advanced_search filters "
+        "({\"source_slug\": {\"any_of\": [slug]}})."
+    ),
+    arguments=NoArgs,
+    run=run_list_sources,
+    cost=one_token,
+)
+
+STATUS = ToolSpec(
+    name="status",
+    title="Server health and limits",
+    description=(
+        "Server health: database reachability and versions, corpus totals, each embedding space with its "
+        "model, vector count, chunks still waiting to be embedded and index state, whether a reranker and a "
+        "code space exist, the server's limits (results, queries, response bytes, page sizes) and the rate "
+        "limit. Call it when results look wrong or a request hits a limit."
+    ),
+    arguments=NoArgs,
+    run=run_status,
+    cost=one_token,
+)
