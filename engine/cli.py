@@ -13,10 +13,13 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import get_args
+from typing import TYPE_CHECKING, get_args
 
 from engine.errors import BusyError, QuarryError
 from engine.ingest.sources import Attribution, SourceKind
+
+if TYPE_CHECKING:
+    from engine.runtime import Runtime
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BUSY = 0, 1, 2, 4
 
@@ -59,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--attribution", choices=get_args(Attribution))
     ingest.add_argument("--base-url", help="base URL; document URL = base + path")
     ingest.add_argument("--url-template", help="document URL template with {path}, {path_no_ext}, {stem}")
-    ingest.add_argument("--wait", action="store_true", help="wait for a running ingest of the source instead of failing")
+    ingest.add_argument("--wait", action="store_true",
+                        help="wait for a running ingest of the source instead of failing")
     ingest.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     search = commands.add_parser("search", help="search the corpus",
@@ -194,11 +198,8 @@ def _serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _keys(runtime: object, args: argparse.Namespace) -> int:
+def _keys(runtime: Runtime, args: argparse.Namespace) -> int:
     from engine import api_keys
-    from engine.runtime import Runtime
-
-    assert isinstance(runtime, Runtime)
     if args.keys_command == "create":
         created = api_keys.create_key(runtime.pool, args.name, [args.scope])
         print(created.secret)
@@ -217,12 +218,9 @@ def _keys(runtime: object, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _ingest(runtime: object, args: argparse.Namespace) -> int:
+def _ingest(runtime: Runtime, args: argparse.Namespace) -> int:
     from engine.ingest.pipeline import Ingestor, IngestProgress
     from engine.ingest.sources import SourceSpec
-    from engine.runtime import Runtime
-
-    assert isinstance(runtime, Runtime)
     source = SourceSpec(
         slug=args.source, display_name=args.display_name, kind=args.kind, attribution=args.attribution,
         base_url=args.base_url, url_template=args.url_template,
@@ -251,11 +249,9 @@ def _ingest(runtime: object, args: argparse.Namespace) -> int:
     return EXIT_FAILED if summary.failed else EXIT_OK
 
 
-def _search(runtime: object, args: argparse.Namespace) -> int:
-    from engine.runtime import Runtime
+def _search(runtime: Runtime, args: argparse.Namespace) -> int:
     from engine.search import search
 
-    assert isinstance(runtime, Runtime)
     if not 1 <= args.limit <= 50:
         raise ValueError("--limit must be between 1 and 50")
     embedder = None if args.mode == "fts" else runtime.embedders["text"]
@@ -278,10 +274,7 @@ def _search(runtime: object, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _status(runtime: object) -> int:
-    from engine.runtime import Runtime
-
-    assert isinstance(runtime, Runtime)
+def _status(runtime: Runtime) -> int:
     with runtime.pool.connection() as conn:
         rows = conn.execute(
             "select slug, documents, chunks, embeddings, last_ingested_at from quarry.source_stats order by slug"

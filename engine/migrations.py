@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import psycopg
-from psycopg import sql
 from alembic.config import Config
 from alembic.script import ScriptDirectory
+from psycopg import sql
 from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
 
@@ -110,7 +111,7 @@ def upgrade(url: str) -> None:
         engine.dispose()
 
 
-def _drop_replaceable_routines(conn: psycopg.Connection[object]) -> None:
+def _drop_replaceable_routines(conn: psycopg.Connection[Any]) -> None:
     """Drop the routines sql/ defines, so a changed signature never leaves a stale overload behind."""
     rows = conn.execute(
         "select p.oid::regprocedure::text from pg_proc p join pg_namespace n on n.oid = p.pronamespace"

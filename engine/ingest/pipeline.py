@@ -26,8 +26,8 @@ from engine.embed.base import Embedder
 from engine.errors import BusyError
 from engine.ids import uuid7
 from engine.ingest.model import PARSER_VERSION, ParsedDocument
-from engine.ingest.parsers.packing import count_tokens
 from engine.ingest.parsers import ParseError, is_supported, parse_document
+from engine.ingest.parsers.packing import count_tokens
 from engine.ingest.sources import SourceSpec, document_url
 from engine.ingest.walk import FoundFile, SkippedFile, walk_tree
 
@@ -176,7 +176,9 @@ class Ingestor:
 
     # -- steps ---------------------------------------------------------------
 
-    def _upsert_source(self, conn: Connection[Any], source: SourceSpec, root: Path) -> tuple[int, str | None, str | None]:
+    def _upsert_source(
+        self, conn: Connection[Any], source: SourceSpec, root: Path
+    ) -> tuple[int, str | None, str | None]:
         row = conn.execute(
             """
             insert into quarry.sources (slug, display_name, kind, attribution, base_url, url_template, root_path)
@@ -244,9 +246,9 @@ class Ingestor:
                                 None if stored is None else stored.id)
 
     def _vectors_for(
-        self, space: str, embedder: Embedder, inputs: Sequence[str], summary: IngestSummary
+        self, space: str, embedder: Embedder, inputs: Sequence[str], hashes: Sequence[bytes], summary: IngestSummary
     ) -> list[np.ndarray]:
-        hashes = [_input_hash(text) for text in inputs]
+        """A vector per input: reused where this space embedded the same text before, else embedded now."""
         with self._pool.connection() as conn:
             rows = conn.execute(
                 "select distinct on (input_hash) input_hash, embedding from quarry.embeddings "
@@ -275,7 +277,7 @@ class Ingestor:
     ) -> None:
         inputs = [embedding_input(doc.parsed, i) for doc in documents for i in range(len(doc.parsed.chunks))]
         hashes = [_input_hash(text) for text in inputs]
-        vectors = {space: self._vectors_for(space, embedder, inputs, summary)
+        vectors = {space: self._vectors_for(space, embedder, inputs, hashes, summary)
                    for space, embedder in self._embedders.items()}
         started = time.perf_counter()
         with self._pool.connection() as conn, conn.transaction():
