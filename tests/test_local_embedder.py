@@ -48,7 +48,7 @@ def test_satisfies_the_protocol(embedder: LocalMiniLM) -> None:
     assert "all-MiniLM-L6-v2" in model.model_name
 
 
-def test_matches_sentence_transformers_in_one_batch(
+def test_matches_sentence_transformers_in_one_call(
     embedder: LocalMiniLM, reference: tuple[list[str], npt.NDArray[np.float32]]
 ) -> None:
     texts, expected = reference
