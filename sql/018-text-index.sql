@@ -217,41 +217,12 @@ returns bigint
 language plpgsql volatile
 set search_path = quarry, pg_catalog
 as $$
-declare
-    average_length double precision;
-    inserted bigint;
 begin
-    -- From the canonical chunks: every impact recomputed with today's average length.
+    -- From the canonical chunks: the truncate trigger zeroes the statistics, so the
+    -- single indexing pass below computes every impact with today's average length.
     lock table quarry.text_postings in exclusive mode;
-    alter table quarry.text_postings disable trigger text_postings_inserted;
-    alter table quarry.text_postings disable trigger text_postings_deleted;
-    truncate quarry.text_postings;  -- its trigger zeroes the statistics, recomputed below
-    create temporary table rebuild_frequencies on commit drop as
-    select c.id as chunk_id, f.lexeme, f.term_frequency,
-           sum(f.term_frequency) over (partition by c.id) as chunk_length
-    from quarry.chunks c
-    cross join lateral quarry.weighted_term_frequencies(c.search_vector) f;
-    insert into quarry.text_terms (lexeme)
-    select distinct lexeme from rebuild_frequencies order by lexeme
-    on conflict (lexeme) do nothing;
-    select avg(l) into average_length from (select distinct chunk_id, chunk_length as l from rebuild_frequencies) c;
-    insert into quarry.text_postings (term_id, chunk_id, term_frequency, chunk_length, impact)
-    select t.id, r.chunk_id, r.term_frequency, r.chunk_length,
-           r.term_frequency * (k1 + 1)
-             / (r.term_frequency + k1 * (1 - b + b * r.chunk_length / greatest(average_length, 1)))
-    from rebuild_frequencies r join quarry.text_terms t on t.lexeme = r.lexeme;
-    get diagnostics inserted = row_count;
-    update quarry.text_terms set chunk_frequency = 0 where chunk_frequency <> 0;
-    update quarry.text_terms t set chunk_frequency = d.n
-    from (select term_id, count(*) as n from quarry.text_postings group by term_id) d
-    where t.id = d.term_id;
-    update quarry.text_stats set
-        chunk_count = (select count(distinct chunk_id) from rebuild_frequencies),
-        total_length = coalesce((select sum(l) from (select distinct chunk_id, chunk_length as l
-                                                     from rebuild_frequencies) c), 0);
-    alter table quarry.text_postings enable trigger text_postings_inserted;
-    alter table quarry.text_postings enable trigger text_postings_deleted;
-    return inserted;
+    truncate quarry.text_postings;
+    return quarry.index_chunk_terms(array(select id from quarry.chunks), k1, b);
 end
 $$;
 

@@ -5,14 +5,10 @@ create or replace function quarry.any_terms_query(query_text text) returns tsque
 language sql immutable parallel safe strict
 set search_path = pg_catalog
 as $$
-    -- Any-term matching: websearch_to_tsquery ANDs every word, which leaves the text
-    -- leg empty for most natural-language questions. Lexemes come from the same
-    -- analysis as the stored vectors, split identifiers included.
-    select coalesce(string_agg(distinct quote_literal(lexeme), ' | '), '')::tsquery
-    from unnest(
-        to_tsvector('english'::regconfig, query_text)
-        || to_tsvector('english'::regconfig, coalesce(quarry.identifier_words(query_text), ''))
-    )
+    -- Any-term matching: websearch_to_tsquery ANDs every word, which leaves a text
+    -- search empty for most natural-language questions.
+    select coalesce(string_agg(quote_literal(lexeme), ' | '), '')::tsquery
+    from unnest(quarry.query_lexemes(query_text)) as lexeme
 $$;
 
 comment on function quarry.any_terms_query(text) is
