@@ -16,7 +16,7 @@ from psycopg_pool import ConnectionPool
 from engine.embed.base import Embedder
 
 SearchMode = Literal["hybrid", "fts", "vector"]
-Fusion = Literal["rrf", "convex"]
+Fusion = Literal["rrf", "convex", "convex_ceiling"]
 FacetValue = str | bool
 #: ``{"language": {"any_of": ["python"]}, "kind": {"none_of": ["standalone"]}}``
 Filters = Mapping[str, Mapping[str, Sequence[FacetValue]]]
@@ -78,8 +78,9 @@ def search(
     space: str = "text",
     rrf_k: int = 60,
     candidates: int = 50,
-    fusion: Fusion = "rrf",
-    vector_weight: float = 0.5,
+    fusion: Fusion = "convex",
+    vector_weight: float = 0.45,
+    code_vector_weight: float = 0.7,
 ) -> list[SearchHit]:
     """Ranked chunks for one or more queries (fused by RRF); ``fts`` mode never calls the embedder."""
     texts = [queries] if isinstance(queries, str) else list(dict.fromkeys(queries))
@@ -93,9 +94,9 @@ def search(
         combined["source_slug"] = {"any_of": list(sources)}
     with pool.connection() as conn, conn.cursor(row_factory=class_row(SearchHit)) as cursor:
         cursor.execute(
-            "select * from quarry.search_hits(%s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s)",
+            "select * from quarry.search_hits(%s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s)",
             (texts, embeddings, mode, limit, filters_json(combined), space, max(candidates, limit), rrf_k,
-             fusion, vector_weight),
+             fusion, vector_weight, code_vector_weight),
         )
         return cursor.fetchall()
 

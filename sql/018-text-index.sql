@@ -4,6 +4,8 @@
 -- score(q, c)  = sum over query terms t of idf(t) * impact(t, c)
 -- idf(t)       = ln(1 + (N - n_t + 0.5) / (n_t + 0.5))
 --
+-- k1 = 0.9, b = 0.4: the BEIR defaults of Anserini's BM25 baselines (short passages
+-- saturate early and vary less in length than whole web pages).
 -- tf is weighted by where the term occurs (title and symbol A, headings B, body D),
 -- a BM25F-style boost. Impacts use the average length when the chunk was indexed;
 -- `quarry.rebuild_text_index()` recomputes them all after large corpus changes.
@@ -28,8 +30,8 @@ comment on function quarry.weighted_term_frequencies(tsvector) is
 
 create or replace function quarry.index_chunk_terms(
     chunk_ids uuid[],
-    k1 real default 1.2,
-    b real default 0.75
+    k1 real default 0.9,
+    b real default 0.4
 ) returns bigint
 language plpgsql volatile
 set search_path = quarry, pg_catalog
@@ -212,7 +214,7 @@ $$;
 comment on function quarry.bm25_top(text, int, int, jsonb) is
 'Top chunks by BM25 for a query from impact-ordered postings, facet filters applied before the top-k.';
 
-create or replace function quarry.rebuild_text_index(k1 real default 1.2, b real default 0.75)
+create or replace function quarry.rebuild_text_index(k1 real default 0.9, b real default 0.4)
 returns bigint
 language plpgsql volatile
 set search_path = quarry, pg_catalog
@@ -228,3 +230,17 @@ $$;
 
 comment on function quarry.rebuild_text_index(real, real) is
 'Rebuild every BM25 posting, term frequency and corpus statistic from the chunks (quarry reindex).';
+
+create or replace function quarry.bm25_ceiling(query_text text, k1 real default 0.9) returns real
+language sql stable parallel safe
+set search_path = quarry, pg_catalog
+as $$
+    -- The score a chunk would get by matching every query term at saturation: each
+    -- term's impact is below k1 + 1. A best hit far below it matched little of the query.
+    select (sum(ln(1 + (s.chunk_count - t.chunk_frequency + 0.5) / (t.chunk_frequency + 0.5))) * (k1 + 1))::real
+    from quarry.text_terms t, quarry.text_stats s
+    where t.lexeme = any (quarry.query_lexemes(query_text)) and t.chunk_frequency > 0
+$$;
+
+comment on function quarry.bm25_ceiling(text, real) is
+'Upper bound of a BM25 score for the query (all terms matched at saturation): scales the text leg by how much of the query it matched.';

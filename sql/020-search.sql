@@ -24,8 +24,9 @@ create or replace function quarry.hybrid_search(
     candidate_count int default 50,
     rrf_k int default 60,
     per_term_depth int default 1000,
-    fusion text default 'rrf',
-    vector_weight double precision default 0.5
+    fusion text default 'convex',
+    vector_weight double precision default 0.45,
+    code_vector_weight double precision default 0.7
 ) returns table (
     chunk_id uuid,
     fused_score double precision,
@@ -47,11 +48,12 @@ begin
         raise exception 'unknown search mode %: expected hybrid, fts or vector', search_mode
             using errcode = 'invalid_parameter_value';
     end if;
-    if fusion not in ('rrf', 'convex') then
+    if fusion not in ('rrf', 'convex', 'convex_ceiling') then
         raise exception 'unknown fusion %: expected rrf or convex', fusion using errcode = 'invalid_parameter_value';
     end if;
-    if vector_weight is null or vector_weight < 0 or vector_weight > 1 then
-        raise exception 'vector_weight must be between 0 and 1' using errcode = 'invalid_parameter_value';
+    if vector_weight is null or vector_weight < 0 or vector_weight > 1
+       or code_vector_weight is null or code_vector_weight < 0 or code_vector_weight > 1 then
+        raise exception 'vector weights must be between 0 and 1' using errcode = 'invalid_parameter_value';
     end if;
     if match_count < 1 or match_count > 1000 then
         raise exception 'match_count must be between 1 and 1000, got %', match_count
@@ -100,9 +102,11 @@ begin
         fts_leg as (
             select hit.chunk_id, hit.score,
                    row_number() over (partition by q.ordinal order by hit.score desc, hit.chunk_id)::int as rank,
-                   hit.score / nullif(max(hit.score) over (partition by q.ordinal), 0) as normalized
+                   hit.score / nullif(case when $10 = 'convex_ceiling' then ceiling.score
+                                           else max(hit.score) over (partition by q.ordinal) end, 0) as normalized
             from queries q
             cross join lateral quarry.bm25_top(q.query_text, $6, $9, $4) hit
+            cross join lateral (select quarry.bm25_ceiling(q.query_text) as score) ceiling
             where $5
         ),
         vector_leg as (
@@ -115,10 +119,7 @@ begin
             cross join lateral (
                 select e.chunk_id, (e.embedding::vector(%1$s)) <=> qe.embedding::vector(%1$s) as distance
                 from quarry.embeddings e
-                join quarry.chunks c on c.id = e.chunk_id
-                join allowed_sources s on s.id = c.source_id
-                where $7 and qe.embedding is not null and e.space = %2$L
-                  and quarry.chunk_allowed($4, c.content_type, c.language, c.package, c.deprecated or s.deprecated)
+                where $7 and qe.embedding is not null and e.space = %2$L %3$s
                 order by (e.embedding::vector(%1$s)) <=> qe.embedding::vector(%1$s)
                 limit $6
             ) hit
@@ -135,8 +136,8 @@ begin
         )
         select coalesce(f.chunk_id, v.chunk_id) as chunk_id,
                (case when $10 = 'rrf'
-                     then 2 * (1 - $11) * coalesce(f.rrf, 0) + 2 * $11 * coalesce(v.rrf, 0)
-                     else ((1 - $11) * coalesce(f.normalized, 0) + $11 * coalesce(v.normalized, 0))
+                     then 2 * (1 - w.vector) * coalesce(f.rrf, 0) + 2 * w.vector * coalesce(v.rrf, 0)
+                     else ((1 - w.vector) * coalesce(f.normalized, 0) + w.vector * coalesce(v.normalized, 0))
                           / (select count(*) from queries)
                 end)::double precision as fused_score,
                f.rank::int as fts_rank,
@@ -145,15 +146,31 @@ begin
                v.similarity::real as vector_similarity
         from fts_best f
         full outer join vector_best v on v.chunk_id = f.chunk_id
+        -- Code leans on the vector leg: natural-language questions share few words
+        -- with identifiers, so keyword scores on code are weaker evidence.
+        cross join lateral (
+            select case when not $5 then 1.0  -- a single leg is ranked as it is
+                        when not $7 then 0.0
+                        when c.is_code then $12 else $11 end as vector
+            from quarry.chunks c where c.id = coalesce(f.chunk_id, v.chunk_id)
+        ) w
         order by fused_score desc, coalesce(f.rank, 2147483647), coalesce(v.rank, 2147483647), chunk_id
         limit $3
-    $sql$, coalesce(space_dimension, 1), embedding_space)
+    $sql$, coalesce(space_dimension, 1), embedding_space,
+        -- Without filters the leg is a bare HNSW scan; a filter is a per-candidate
+        -- check that the iterative scan applies while it walks the graph.
+        case when filters is null then '' else $filter$
+                  and exists (
+                      select 1 from quarry.chunks c join allowed_sources s on s.id = c.source_id
+                      where c.id = e.chunk_id
+                        and quarry.chunk_allowed($4, c.content_type, c.language, c.package,
+                                                 c.deprecated or s.deprecated))$filter$ end)
     using query_texts,
           case when use_vector then query_embeddings end,
           match_count, filters, use_fts, depth, use_vector, rrf_k, per_term_depth,
-          fusion, vector_weight;
+          fusion, vector_weight, code_vector_weight;
 end
 $$;
 
-comment on function quarry.hybrid_search(text[], vector[], text, int, jsonb, text, int, int, int, text, double precision) is
+comment on function quarry.hybrid_search(text[], vector[], text, int, jsonb, text, int, int, int, text, double precision, double precision) is
 'Hybrid retrieval in one statement: per query a BM25 and a vector leg, facet filters applied inside each leg before top-k, fused across legs and queries by weighted RRF or a convex combination of per-query normalised scores; best per-leg ranks returned.';

@@ -9,8 +9,9 @@ create or replace function quarry.search_hits(
     embedding_space text default 'text',
     candidate_count int default 50,
     rrf_k int default 60,
-    fusion text default 'rrf',
-    vector_weight double precision default 0.5
+    fusion text default 'convex',
+    vector_weight double precision default 0.45,
+    code_vector_weight double precision default 0.7
 ) returns table (
     chunk_id uuid,
     document_id uuid,
@@ -46,10 +47,11 @@ as $$
            h.fused_score, h.fts_rank, h.vector_rank, h.fts_score, h.vector_similarity
     from quarry.hybrid_search(query_texts, query_embeddings, search_mode, match_count, filters,
                               embedding_space, candidate_count, rrf_k,
-                              fusion => fusion, vector_weight => vector_weight) h
+                              fusion => fusion, vector_weight => vector_weight,
+                              code_vector_weight => code_vector_weight) h
     join quarry.chunk_details d on d.chunk_id = h.chunk_id
     order by h.fused_score desc, coalesce(h.fts_rank, 2147483647), coalesce(h.vector_rank, 2147483647), h.chunk_id
 $$;
 
-comment on function quarry.search_hits(text[], vector[], text, int, jsonb, text, int, int, text, double precision) is
+comment on function quarry.search_hits(text[], vector[], text, int, jsonb, text, int, int, text, double precision, double precision) is
 'hybrid_search joined to chunk, document and source fields: ranked result rows ready to show.';

@@ -63,7 +63,8 @@ def test_hybrid_fusion_matches_reciprocal_rank_fusion_of_the_legs(
     depth = 50
     fts = search(corpus, None, query, mode="fts", limit=depth, candidates=depth)
     vector = search(corpus, local_embedder, query, mode="vector", limit=depth, candidates=depth)
-    hybrid = search(corpus, local_embedder, query, mode="hybrid", limit=depth, candidates=depth, rrf_k=RRF_K)
+    hybrid = search(corpus, local_embedder, query, mode="hybrid", limit=depth, candidates=depth, rrf_k=RRF_K,
+                    fusion="rrf", vector_weight=0.5, code_vector_weight=0.5)
 
     expected: dict[UUID, float] = {}
     for leg in (fts, vector):
@@ -106,3 +107,25 @@ def test_several_queries_fuse_and_a_repeated_query_counts_once(
     both = search(corpus, local_embedder, ["partial index", "pg_dump archive"], limit=20)
     paths = [hit.path for hit in both[:4]]
     assert "docs/indexes.md" in paths and "docs/backup.md" in paths
+
+
+def test_convex_fusion_weights_normalised_leg_scores_by_content(
+    corpus: ConnectionPool, local_embedder: Embedder
+) -> None:
+    query = "parse a user id from a string"
+    depth = 50
+    fts = search(corpus, None, query, mode="fts", limit=depth, candidates=depth)
+    vector = search(corpus, local_embedder, query, mode="vector", limit=depth, candidates=depth)
+    hybrid = search(corpus, local_embedder, query, mode="hybrid", limit=depth, candidates=depth,
+                    fusion="convex", vector_weight=0.4, code_vector_weight=0.8)
+
+    best_text = max(hit.fts_score or 0.0 for hit in fts)
+    distances = {hit.chunk_id: 1 - (hit.vector_similarity or 0.0) for hit in vector}
+    nearest, farthest = min(distances.values()), max(distances.values())
+    text_part = {hit.chunk_id: (hit.fts_score or 0.0) / best_text for hit in fts}
+    vector_part = {chunk: (farthest - d) / (farthest - nearest) for chunk, d in distances.items()}
+    for hit in hybrid:
+        weight = 0.8 if hit.content_type == "code" else 0.4
+        expected = (1 - weight) * text_part.get(hit.chunk_id, 0.0) + weight * vector_part.get(hit.chunk_id, 0.0)
+        assert hit.fused_score == pytest.approx(expected, abs=1e-5)
+    assert [hit.fused_score for hit in hybrid] == sorted((hit.fused_score for hit in hybrid), reverse=True)
