@@ -14,6 +14,45 @@ $$;
 comment on function quarry.any_terms_query(text) is
 'tsquery matching any stemmed, non-stopword term of the query (code identifiers split).';
 
+create or replace function quarry.nearest_chunks(
+    embedding_space text,
+    query_embedding vector,
+    match_count int,
+    filters jsonb default null
+) returns table (chunk_id uuid, distance double precision)
+language plpgsql stable
+set search_path = quarry, public, pg_catalog
+as $$
+declare
+    space_dimension int;
+begin
+    select dimension into space_dimension from quarry.embedding_spaces where name = embedding_space;
+    if space_dimension is null then
+        return;
+    end if;
+    -- The ORDER BY repeats the space's index expression (dimension-typed cast, partial
+    -- predicate) so the planner uses its HNSW index. Without filters the leg is a bare
+    -- index scan; a filter is a per-candidate check the iterative scan applies.
+    return query execute format($sql$
+        select e.chunk_id, ((e.embedding::vector(%1$s)) <=> $1::vector(%1$s))::double precision
+        from quarry.embeddings e
+        where e.space = %2$L %3$s
+        order by (e.embedding::vector(%1$s)) <=> $1::vector(%1$s)
+        limit $2
+    $sql$, space_dimension, embedding_space,
+        case when filters is null then '' else $filter$
+            and exists (
+                select 1 from quarry.chunks c join quarry.filtered_source_ids($3) s on s.id = c.source_id
+                where c.id = e.chunk_id
+                  and quarry.chunk_allowed($3, c.content_type, c.language, c.package, c.deprecated or s.deprecated))
+        $filter$ end)
+    using query_embedding, match_count, filters;
+end
+$$;
+
+comment on function quarry.nearest_chunks(text, vector, int, jsonb) is
+'Chunks nearest to a query vector in one embedding space (HNSW, cosine distance), facet filters applied during the scan.';
+
 create or replace function quarry.hybrid_search(
     query_texts text[],
     query_embeddings vector[] default null,
@@ -36,8 +75,10 @@ create or replace function quarry.hybrid_search(
     vector_similarity real
 )
 language plpgsql volatile
+rows 20  -- a page of hits: lets callers join it with nested loops over primary keys
 set search_path = quarry, public, pg_catalog
 as $$
+#variable_conflict use_column
 declare
     space_dimension int;
     use_fts boolean := search_mode in ('hybrid', 'fts');
@@ -89,53 +130,51 @@ begin
     perform set_config('hnsw.ef_search', greatest(40, depth)::text, true);
     perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
 
-    return query execute format($sql$
-        with allowed_sources as materialized (
-            select * from quarry.filtered_source_ids($4)
-        ),
-        queries as (
-            -- a repeated query counts once
-            select distinct on (q.query_text) q.query_text, q.embedding, q.ordinal
-            from unnest($1::text[], $2::vector[]) with ordinality as q (query_text, embedding, ordinal)
-            order by q.query_text, q.ordinal
-        ),
-        fts_leg as (
-            select hit.chunk_id, hit.score,
-                   row_number() over (partition by q.ordinal order by hit.score desc, hit.chunk_id)::int as rank,
-                   hit.score / nullif(case when $10 = 'convex_ceiling' then ceiling.score
-                                           else max(hit.score) over (partition by q.ordinal) end, 0) as normalized
-            from queries q
-            cross join lateral quarry.bm25_top(q.query_text, $6, $9, $4) hit
-            cross join lateral (select quarry.bm25_ceiling(q.query_text) as score) ceiling
-            where $5
-        ),
-        vector_leg as (
-            select hit.chunk_id, 1 - hit.distance as similarity,
-                   row_number() over (partition by qe.ordinal order by hit.distance, hit.chunk_id)::int as rank,
-                   (max(hit.distance) over (partition by qe.ordinal) - hit.distance)
-                     / nullif(max(hit.distance) over (partition by qe.ordinal)
-                              - min(hit.distance) over (partition by qe.ordinal), 0) as normalized
-            from queries qe
-            cross join lateral (
-                select e.chunk_id, (e.embedding::vector(%1$s)) <=> qe.embedding::vector(%1$s) as distance
-                from quarry.embeddings e
-                where $7 and qe.embedding is not null and e.space = %2$L %3$s
-                order by (e.embedding::vector(%1$s)) <=> qe.embedding::vector(%1$s)
-                limit $6
-            ) hit
-        ),
-        fts_best as (
-            select f.chunk_id, sum(1.0 / ($8 + f.rank)) as rrf, sum(coalesce(f.normalized, 1)) as normalized,
-                   min(f.rank) as rank, max(f.score) as score
-            from fts_leg f group by f.chunk_id
-        ),
-        vector_best as (
-            select v.chunk_id, sum(1.0 / ($8 + v.rank)) as rrf, sum(coalesce(v.normalized, 1)) as normalized,
-                   min(v.rank) as rank, max(v.similarity) as similarity
-            from vector_leg v group by v.chunk_id
-        )
+    -- Static SQL, so each pooled session plans it once: as dynamic SQL its planning
+    -- cost more than running it. Only the vector leg (whose index expression names the
+    -- space's dimension) is dynamic, inside quarry.nearest_chunks.
+    return query
+    with allowed_sources as materialized (
+        select * from quarry.filtered_source_ids(filters)
+    ),
+    queries as (
+        -- a repeated query counts once
+        select distinct on (q.query_text) q.query_text, q.embedding, q.ordinal
+        from unnest(query_texts, case when use_vector then query_embeddings end)
+             with ordinality as q (query_text, embedding, ordinal)
+        order by q.query_text, q.ordinal
+    ),
+    fts_leg as (
+        select hit.chunk_id, hit.score,
+               row_number() over (partition by q.ordinal order by hit.score desc, hit.chunk_id)::int as rank,
+               hit.score / nullif(max(hit.score) over (partition by q.ordinal), 0) as normalized
+        from queries q
+        cross join lateral quarry.bm25_top(q.query_text, depth, per_term_depth, filters) hit
+        where use_fts
+    ),
+    vector_leg as (
+        select hit.chunk_id, 1 - hit.distance as similarity,
+               row_number() over (partition by qe.ordinal order by hit.distance, hit.chunk_id)::int as rank,
+               (max(hit.distance) over (partition by qe.ordinal) - hit.distance)
+                 / nullif(max(hit.distance) over (partition by qe.ordinal)
+                          - min(hit.distance) over (partition by qe.ordinal), 0) as normalized
+        from queries qe
+        cross join lateral quarry.nearest_chunks(embedding_space, qe.embedding, depth, filters) hit
+        where use_vector and qe.embedding is not null
+    ),
+    fts_best as (
+        select f.chunk_id, sum(1.0 / (rrf_k + f.rank)) as rrf, sum(coalesce(f.normalized, 1)) as normalized,
+               min(f.rank) as rank, max(f.score) as score
+        from fts_leg f group by f.chunk_id
+    ),
+    vector_best as (
+        select v.chunk_id, sum(1.0 / (rrf_k + v.rank)) as rrf, sum(coalesce(v.normalized, 1)) as normalized,
+               min(v.rank) as rank, max(v.similarity) as similarity
+        from vector_leg v group by v.chunk_id
+    ),
+    fused as (
         select coalesce(f.chunk_id, v.chunk_id) as chunk_id,
-               (case when $10 = 'rrf'
+               (case when fusion = 'rrf'
                      then 2 * (1 - w.vector) * coalesce(f.rrf, 0) + 2 * w.vector * coalesce(v.rrf, 0)
                      else ((1 - w.vector) * coalesce(f.normalized, 0) + w.vector * coalesce(v.normalized, 0))
                           / (select count(*) from queries)
@@ -149,26 +188,18 @@ begin
         -- Code leans on the vector leg: natural-language questions share few words
         -- with identifiers, so keyword scores on code are weaker evidence.
         cross join lateral (
-            select case when not $5 then 1.0  -- a single leg is ranked as it is
-                        when not $7 then 0.0
-                        when c.is_code then $12 else $11 end as vector
+            select case when not use_fts then 1.0  -- a single leg is ranked as it is
+                        when not use_vector then 0.0
+                        when c.is_code then code_vector_weight else vector_weight end as vector
             from quarry.chunks c where c.id = coalesce(f.chunk_id, v.chunk_id)
         ) w
-        order by fused_score desc, coalesce(f.rank, 2147483647), coalesce(v.rank, 2147483647), chunk_id
-        limit $3
-    $sql$, coalesce(space_dimension, 1), embedding_space,
-        -- Without filters the leg is a bare HNSW scan; a filter is a per-candidate
-        -- check that the iterative scan applies while it walks the graph.
-        case when filters is null then '' else $filter$
-                  and exists (
-                      select 1 from quarry.chunks c join allowed_sources s on s.id = c.source_id
-                      where c.id = e.chunk_id
-                        and quarry.chunk_allowed($4, c.content_type, c.language, c.package,
-                                                 c.deprecated or s.deprecated))$filter$ end)
-    using query_texts,
-          case when use_vector then query_embeddings end,
-          match_count, filters, use_fts, depth, use_vector, rrf_k, per_term_depth,
-          fusion, vector_weight, code_vector_weight;
+    )
+    select fused.chunk_id, fused.fused_score, fused.fts_rank, fused.vector_rank,
+           fused.fts_score, fused.vector_similarity
+    from fused
+    order by fused.fused_score desc, coalesce(fused.fts_rank, 2147483647),
+             coalesce(fused.vector_rank, 2147483647), fused.chunk_id
+    limit match_count;
 end
 $$;
 

@@ -38,9 +38,13 @@ create or replace function quarry.search_hits(
     fts_score real,
     vector_similarity real
 )
-language sql volatile
+language plpgsql volatile
 set search_path = quarry, public, pg_catalog
 as $$
+#variable_conflict use_column
+begin
+    -- plpgsql, not SQL: its static query's plan is cached per session.
+    return query
     select d.chunk_id, d.document_id, d.source_slug, d.source_name, d.source_kind, d.attribution,
            d.verified, d.deprecated, d.changed_at, d.path, d.title, d.url,
            d.heading_path, d.symbol_path, d.start_line, d.end_line, d.content, d.content_type, d.language,
@@ -50,7 +54,8 @@ as $$
                               fusion => fusion, vector_weight => vector_weight,
                               code_vector_weight => code_vector_weight) h
     join quarry.chunk_details d on d.chunk_id = h.chunk_id
-    order by h.fused_score desc, coalesce(h.fts_rank, 2147483647), coalesce(h.vector_rank, 2147483647), h.chunk_id
+    order by h.fused_score desc, coalesce(h.fts_rank, 2147483647), coalesce(h.vector_rank, 2147483647), h.chunk_id;
+end
 $$;
 
 comment on function quarry.search_hits(text[], vector[], text, int, jsonb, text, int, int, text, double precision, double precision) is
