@@ -14,7 +14,7 @@ from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
 from tests.corpus import write_corpus
 
-K1, B = 1.2, 0.75
+K1, B = 0.9, 0.4
 
 
 @pytest.fixture()
