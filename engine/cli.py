@@ -118,7 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["psql"] and not {"-h", "--help"} & set(arguments[1:2]):
+        # Everything after `psql` belongs to psql, options included (argparse would claim them).
+        args = argparse.Namespace(command="psql", psql_args=arguments[1:])
+    else:
+        args = build_parser().parse_args(arguments)
     try:
         return _dispatch(args)
     except BusyError as error:
@@ -260,7 +265,7 @@ def _search(runtime: Runtime, args: argparse.Namespace) -> int:
     if args.json:
         from dataclasses import asdict
 
-        print(json.dumps([asdict(hit) for hit in hits], indent=2))
+        print(json.dumps([asdict(hit) for hit in hits], indent=2, default=str))  # UUIDs, timestamps
         return EXIT_OK
     if not hits:
         print("no results")

@@ -1,0 +1,47 @@
+"""The ``quarry`` command line against the test database: exit codes, JSON, psql."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.corpus import write_corpus
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _quarry(database_url: str, model_cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "DATABASE_URL": database_url, "QUARRY_MODEL_CACHE": str(model_cache)}
+    return subprocess.run([sys.executable, "-m", "engine.cli", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_ingest_search_and_psql(database_url: str, model_cache: Path, tmp_path: Path) -> None:
+    root = write_corpus(tmp_path / "corpus")
+    (root / "broken.md").write_bytes(b"# Broken\n\n\xff\xfe\n")
+
+    ingest = _quarry(database_url, model_cache, "ingest", str(root), "--source", "cli-test", "--json")
+    assert ingest.returncode == 1, ingest.stderr  # one file failed to parse: reported, not fatal
+    summary = json.loads(ingest.stdout)
+    assert summary["added"] == 4 and [f["path"] for f in summary["failed"]] == ["broken.md"]
+
+    search = _quarry(database_url, model_cache, "search", "partial index", "--mode", "fts", "--json", "--limit", "2")
+    assert search.returncode == 0, search.stderr
+    hits = json.loads(search.stdout)
+    assert hits[0]["path"] == "docs/indexes.md" and hits[0]["source_slug"] == "cli-test"
+
+    psql = _quarry(database_url, model_cache, "psql", "-At", "-c", "select slug from quarry.source_stats")
+    assert psql.returncode == 0, psql.stderr
+    assert psql.stdout.strip() == "cli-test"
+
+
+def test_usage_errors_exit_2(database_url: str, model_cache: Path, tmp_path: Path) -> None:
+    missing = _quarry(database_url, model_cache, "ingest", str(tmp_path / "nope"), "--source", "x")
+    assert missing.returncode == 2 and "not a directory" in missing.stderr
+    bad_slug = _quarry(database_url, model_cache, "ingest", str(tmp_path), "--source", "Not A Slug!")
+    assert bad_slug.returncode == 2
+    bad_limit = _quarry(database_url, model_cache, "search", "x", "--limit", "500")
+    assert bad_limit.returncode == 2 and "--limit" in bad_limit.stderr
