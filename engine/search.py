@@ -101,11 +101,25 @@ def search(
         return cursor.fetchall()
 
 
-def fused_confidence(hit: SearchHit, *, legs: int, queries: int, rrf_k: int) -> float:
-    """The fused score calibrated to [0, 1]: 1.0 means ranked first in every leg for every query.
+#: Cosine similarities of the local model: ~0.2 for unrelated text, ~0.7 for a close paraphrase.
+_UNRELATED_SIMILARITY, _CLOSE_SIMILARITY = 0.2, 0.7
 
-    RRF scores depend on k and on how many lists were fused, so raw values are not
-    comparable across requests; dividing by the best attainable score makes them so.
+
+def fused_confidence(hit: SearchHit, *, fusion: Fusion = "convex", legs: int, queries: int, rrf_k: int) -> float:
+    """How much the retrieval evidence supports a hit, in [0, 1] (the result's ``confidence``).
+
+    Fused scores are relative: the convex fusion normalises each leg by its best hit, so
+    the top hit of any query scores near 1 even when nothing relevant exists. Confidence
+    therefore blends the fused score (0.5) with an absolute signal, the query-chunk
+    cosine similarity mapped from [0.2, 0.7] to [0, 1] (0.5); a hit only the keyword leg
+    found lacks that evidence and stays at or below 0.5. RRF scores are instead divided
+    by the best attainable value (first in every leg for every query).
     """
-    best = legs * queries / (rrf_k + 1)
-    return round(min(1.0, hit.fused_score / best), 4) if best > 0 else 0.0
+    if fusion == "rrf":
+        best = legs * queries / (rrf_k + 1)
+        return round(min(1.0, hit.fused_score / best), 4) if best > 0 else 0.0
+    relative = min(1.0, max(0.0, hit.fused_score))
+    if hit.vector_similarity is None:
+        return round(0.5 * relative, 4)
+    absolute = (hit.vector_similarity - _UNRELATED_SIMILARITY) / (_CLOSE_SIMILARITY - _UNRELATED_SIMILARITY)
+    return round(0.5 * relative + 0.5 * min(1.0, max(0.0, absolute)), 4)
