@@ -337,6 +337,19 @@ class Ingestor:
             conn.execute("update quarry.documents set checked_at = now() where source_id = %s", (source_id,))
             conn.execute("update quarry.sources set last_ingested_at = now() where id = %s", (source_id,))
         summary.deleted += len(gone_ids)
+        self._refresh_text_index_after_growth(conn, summary)
+
+    @staticmethod
+    def _refresh_text_index_after_growth(conn: Connection[Any], summary: IngestSummary) -> None:
+        # BM25 impacts use the average chunk length known when each batch was written.
+        # When this run wrote most of the corpus (a first ingest), early batches saw an
+        # unrepresentative average, so recompute every impact once from the final one.
+        row = conn.execute("select chunk_count from quarry.text_stats").fetchone()
+        if row is not None and summary.chunks_written * 2 > int(row[0]) > 0:
+            started = time.perf_counter()
+            with conn.transaction():
+                conn.execute("select quarry.rebuild_text_index()")
+            summary.write_seconds += time.perf_counter() - started
 
 
 
