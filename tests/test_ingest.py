@@ -112,3 +112,17 @@ def test_a_second_concurrent_ingest_of_a_source_is_refused(
                 ingestor.ingest(root, SOURCE)
         finally:
             conn.execute("select pg_advisory_unlock(%s, %s)", (INGEST_LOCK_CLASS, source_id[0]))
+
+
+def test_embedding_input_gives_docs_their_headings_and_code_its_own_text() -> None:
+    from engine.ingest.parsers import parse_document
+    from engine.ingest.pipeline import embedding_input
+    from tests.corpus import FILES
+
+    doc = parse_document("docs/indexes.md", FILES["docs/indexes.md"].encode())
+    partial = next(i for i, c in enumerate(doc.chunks) if c.heading_path[-1:] == ("Partial indexes",))
+    assert embedding_input(doc, partial).startswith("Indexes > Partial indexes\nA partial index")
+
+    code = parse_document("src/users.py", FILES["src/users.py"].encode())
+    function = next(i for i, c in enumerate(code.chunks) if c.symbol_path == "src.users.parse_user_id")
+    assert embedding_input(code, function) == code.chunks[function].content  # no module path words

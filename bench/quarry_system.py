@@ -1,0 +1,129 @@
+"""Quarry under test: a dedicated database per dataset, filled by the real ingestion pipeline.
+
+The documents are written as files (``<_id>.md`` holding ``# title`` and the text; code corpora
+as ``<_id>.py`` so the code parser chunks them along symbols) and ingested like any user's tree.
+The pipeline is incremental, so a rerun only re-checks hashes. Searches go through
+``engine.search.search``; chunk hits become documents by path stem, each at its best chunk's rank.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+
+import psycopg
+from psycopg import sql
+from psycopg_pool import ConnectionPool
+
+from bench.beir import Document, Query
+from bench.runs import SystemRun, top_documents
+from engine.db import embedded_database_url
+from engine.embed.base import Embedder
+from engine.embed.local import MAX_TOKENS, _load_tokenizer
+from engine.ingest.parsers import parse_document
+from engine.ingest.pipeline import Ingestor, IngestSummary, embedding_input
+from engine.ingest.sources import SourceSpec
+from engine.migrations import ensure_migrated
+from engine.search import SearchMode, search
+
+#: Datasets whose documents are source code, and the file extension that routes them to their parser.
+CODE_SUFFIX = {"cosqa": ".py"}
+
+
+def dataset_database_url(home: Path, dataset: str, *, fresh: bool = False) -> str:
+    """DSN of database ``bench_<dataset>`` on the bench's embedded server (created and migrated on demand).
+
+    ``fresh`` drops it first, so everything is ingested and embedded again with the current code.
+    """
+    server_url = embedded_database_url(home)  # boots the server under home/pgdata
+    name = f"bench_{dataset}"
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        if fresh:
+            conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
+        if conn.execute("select 1 from pg_database where datname = %s", (name,)).fetchone() is None:
+            conn.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+    url = psycopg.conninfo.make_conninfo(server_url, dbname=name)
+    ensure_migrated(url)
+    return url
+
+
+def schema_state(url: str) -> dict[str, str]:
+    """Which Quarry schema the numbers were measured on (the search SQL changes as the engine evolves)."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "select fingerprint, migrated_at::text, current_setting('server_version'),"
+            " (select extversion from pg_extension where extname = 'vector') from quarry.schema_state"
+        ).fetchone()
+    if row is None:
+        return {}
+    return {"schema_fingerprint": row[0], "migrated_at": row[1], "postgres": row[2], "pgvector": row[3]}
+
+
+def document_file(document: Document, suffix: str) -> tuple[str, str]:
+    """File name and content representing one BEIR document."""
+    if suffix == ".md":
+        body = f"# {document.title}\n\n{document.text}\n" if document.title else f"{document.text}\n"
+        return f"{document.id}.md", body
+    return f"{document.id}{suffix}", document.text
+
+
+def chunking_stats(dataset: str, documents: Sequence[Document]) -> dict[str, float]:
+    """How Quarry's chunking meets the embedder: chunks per document and inputs cut at the model's limit.
+
+    Peers embed each whole document (title + text), truncated at the same limit; Quarry embeds
+    each chunk with its context line (title, headings or symbol path) in front.
+    """
+    suffix = CODE_SUFFIX.get(dataset, ".md")
+    tokenizer = _load_tokenizer()
+    tokenizer.no_truncation()
+    inputs: list[str] = []
+    for document in documents:
+        name, content = document_file(document, suffix)
+        parsed = parse_document(name, content.encode("utf-8"))
+        inputs.extend(embedding_input(parsed, i) for i in range(len(parsed.chunks)))
+    chunk_tokens = [len(encoding.ids) for encoding in tokenizer.encode_batch(inputs)]
+    document_tokens = [len(encoding.ids) for encoding in tokenizer.encode_batch([d.full_text for d in documents])]
+    return {
+        "chunks": len(inputs),
+        "chunks_per_document": round(len(inputs) / len(documents), 3),
+        "chunk_inputs_over_limit": round(sum(n > MAX_TOKENS for n in chunk_tokens) / len(inputs), 4),
+        "documents_over_limit": round(sum(n > MAX_TOKENS for n in document_tokens) / len(documents), 4),
+        "model_token_limit": MAX_TOKENS,
+    }
+
+
+def ingest_dataset(
+    pool: ConnectionPool, embedder: Embedder, dataset: str, documents: Sequence[Document]
+) -> IngestSummary:
+    suffix = CODE_SUFFIX.get(dataset, ".md")
+    with tempfile.TemporaryDirectory(prefix=f"quarry-bench-{dataset}-") as directory:
+        root = Path(directory)
+        for document in documents:
+            name, content = document_file(document, suffix)
+            (root / name).write_text(content, encoding="utf-8")
+        ingestor = Ingestor(pool, {"text": embedder}, max_file_bytes=2_000_000)
+        return ingestor.ingest(root, SourceSpec(slug=dataset), wait_for_lock=True)
+
+
+def quarry_run(
+    pool: ConnectionPool,
+    query_embedder: Embedder,
+    queries: Sequence[Query],
+    mode: SearchMode,
+    depth: int,
+    chunk_depth: int,
+) -> SystemRun:
+    """Rank ``chunk_depth`` chunks per query (both legs ``chunk_depth`` deep), keep the first ``depth`` documents."""
+    result = SystemRun(f"Quarry {mode}")
+    started = time.perf_counter()
+    short = 0
+    for query in queries:
+        hits = search(pool, query_embedder, query.text, mode=mode, limit=chunk_depth, candidates=chunk_depth)
+        result.run[query.id] = top_documents((PurePosixPath(hit.path).stem for hit in hits), depth)
+        short += len(result.run[query.id]) < depth and len(hits) == chunk_depth
+    result.search_seconds = time.perf_counter() - started
+    if short:
+        result.notes.append(f"{short} queries filled fewer than {depth} documents from {chunk_depth} chunks")
+    return result
