@@ -121,7 +121,7 @@ def test_embedding_input_gives_docs_their_headings_and_code_its_own_text() -> No
 
     doc = parse_document("docs/indexes.md", FILES["docs/indexes.md"].encode())
     partial = next(i for i, c in enumerate(doc.chunks) if c.heading_path[-1:] == ("Partial indexes",))
-    assert embedding_input(doc, partial).startswith("Indexes > Partial indexes\nA partial index")
+    assert embedding_input(doc, partial).startswith("Indexes > Partial indexes\n## Partial indexes")
 
     code = parse_document("src/users.py", FILES["src/users.py"].encode())
     function = next(i for i, c in enumerate(code.chunks) if c.symbol_path == "src.users.parse_user_id")
