@@ -108,7 +108,7 @@ def benchmark_dataset(
 ) -> dict[str, Any]:
     """Run every selected system on one dataset; returns the report section for it."""
     from bench.quarry_system import chunking_stats, dataset_database_url, ingest_dataset, quarry_run, schema_state
-    from bench.vectors import PrecomputedQueries, cached_vectors
+    from bench.vectors import cached_vectors
 
     name = dataset.name
     print(f"\n## {name} ({dataset.split}): {len(dataset.documents)} documents, {len(dataset.queries)} queries",
@@ -139,9 +139,8 @@ def benchmark_dataset(
             summary = ingest_dataset(pool, embedder, name, dataset.documents)
             print(f"  {summary.one_line()}", flush=True)
             report["ingest"] = summary.as_dict()
-            queries_embedder = PrecomputedQueries(embedder, query_texts, query_vectors)
             runners += [
-                (system, partial(quarry_run, pool, queries_embedder, dataset.queries, mode, depth, chunk_depth))
+                (system, partial(quarry_run, pool, query_vectors, dataset.queries, mode, depth, chunk_depth))
                 for system, mode in QUARRY_MODES.items() if system in systems
             ]
         runners += _peer_runners(dataset, systems, home, url, document_vectors, query_vectors, depth)

@@ -20,7 +20,7 @@ from psycopg_pool import ConnectionPool
 from bench.beir import Document, Query
 from bench.runs import SystemRun, top_documents
 from engine.db import embedded_database_url
-from engine.embed.base import Embedder
+from engine.embed.base import Embedder, Vectors
 from engine.embed.local import MAX_TOKENS, _load_tokenizer
 from engine.ingest.parsers import parse_document
 from engine.ingest.pipeline import Ingestor, IngestSummary, embedding_input
@@ -109,18 +109,22 @@ def ingest_dataset(
 
 def quarry_run(
     pool: ConnectionPool,
-    query_embedder: Embedder,
+    query_vectors: Vectors,
     queries: Sequence[Query],
     mode: SearchMode,
     depth: int,
     chunk_depth: int,
 ) -> SystemRun:
-    """Rank ``chunk_depth`` chunks per query (both legs ``chunk_depth`` deep), keep the first ``depth`` documents."""
+    """Rank ``chunk_depth`` chunks per query (both legs ``chunk_depth`` deep), keep the first ``depth`` documents.
+
+    ``query_vectors`` holds one precomputed vector per query, in order (fts mode ignores them).
+    """
     result = SystemRun(f"Quarry {mode}")
     started = time.perf_counter()
     short = 0
-    for query in queries:
-        hits = search(pool, query_embedder, query.text, mode=mode, limit=chunk_depth, candidates=chunk_depth)
+    for query, vector in zip(queries, query_vectors, strict=True):
+        hits = search(pool, None, query.text, query_vectors=vector[None, :], mode=mode, limit=chunk_depth,
+                      candidates=chunk_depth)
         result.run[query.id] = top_documents((PurePosixPath(hit.path).stem for hit in hits), depth)
         short += len(result.run[query.id]) < depth and len(hits) == chunk_depth
     result.search_seconds = time.perf_counter() - started

@@ -36,30 +36,3 @@ def cached_vectors(embedder: LocalMiniLM, texts: Sequence[str], cache_dir: Path,
     np.save(temporary, vectors)
     temporary.replace(path)
     return vectors
-
-
-class PrecomputedQueries:
-    """An Embedder for ``engine.search.search`` that serves query vectors computed up front.
-
-    Keeps query embedding out of the per-mode search loop (the vectors are the ones the
-    model would produce anyway); asking for an unknown text or for documents is a bug.
-    """
-
-    def __init__(self, embedder: LocalMiniLM, texts: Sequence[str], vectors: Vectors) -> None:
-        self._model_name = embedder.model_name
-        self._dimension = embedder.dimension
-        self._by_text = {text: vectors[i] for i, text in enumerate(texts)}
-
-    @property
-    def model_name(self) -> str:
-        return self._model_name
-
-    @property
-    def dimension(self) -> int:
-        return self._dimension
-
-    def embed_queries(self, texts: Sequence[str]) -> Vectors:
-        return np.stack([self._by_text[text] for text in texts])
-
-    def embed_documents(self, texts: Sequence[str]) -> Vectors:
-        raise NotImplementedError("precomputed query vectors only")

@@ -13,7 +13,7 @@ from pgvector import Vector
 from psycopg.rows import class_row
 from psycopg_pool import ConnectionPool
 
-from engine.embed.base import Embedder
+from engine.embed.base import Embedder, Vectors
 
 SearchMode = Literal["hybrid", "fts", "vector"]
 Fusion = Literal["rrf", "convex", "convex_ceiling"]
@@ -71,6 +71,7 @@ def search(
     embedder: Embedder | None,
     queries: str | Sequence[str],
     *,
+    query_vectors: Vectors | None = None,
     mode: SearchMode = "hybrid",
     limit: int = 10,
     sources: Sequence[str] | None = None,
@@ -82,13 +83,21 @@ def search(
     vector_weight: float = 0.45,
     code_vector_weight: float = 0.7,
 ) -> list[SearchHit]:
-    """Ranked chunks for one or more queries (fused by RRF); ``fts`` mode never calls the embedder."""
+    """Ranked chunks for one or more distinct queries; ``fts`` mode never calls the embedder.
+
+    ``query_vectors`` (one row per query, in order) skips the embedder: callers that
+    embed first to handle a model failure, or benchmarks that embed once, pass them.
+    """
     texts = [queries] if isinstance(queries, str) else list(dict.fromkeys(queries))
     embeddings: list[Vector] | None = None
     if mode != "fts":
-        if embedder is None:
-            raise ValueError(f"{mode} search needs an embedder")
-        embeddings = [Vector(vector) for vector in embedder.embed_queries(texts)]
+        if query_vectors is None:
+            if embedder is None:
+                raise ValueError(f"{mode} search needs an embedder or query vectors")
+            query_vectors = embedder.embed_queries(texts)
+        if len(query_vectors) != len(texts):
+            raise ValueError(f"got {len(query_vectors)} query vectors for {len(texts)} distinct queries")
+        embeddings = [Vector(vector) for vector in query_vectors]
     combined: dict[str, Any] = dict(filters or {})
     if sources:
         combined["source_slug"] = {"any_of": list(sources)}

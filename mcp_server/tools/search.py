@@ -9,13 +9,10 @@ vector-only search has nothing left to run and fails with ``UNAVAILABLE``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import numpy as np
-
-from engine.embed.base import Embedder, Vectors
+from engine.embed.base import Vectors
 from engine.search import Filters, SearchHit, fused_confidence, search
 from engine.trust import TrustInputs, trust_score
 from mcp_server.bounds import bounded_json
@@ -57,30 +54,6 @@ class _Degradation:
     leg_failed: Literal["fts", "vector"] | None = None
 
 
-class _QueryVectors:
-    """An ``Embedder`` that answers ``embed_queries`` from vectors computed beforehand."""
-
-    def __init__(self, model: Embedder, texts: Sequence[str]) -> None:
-        self._model_name = model.model_name
-        self._dimension = model.dimension
-        vectors = model.embed_queries(texts)
-        self._by_text = {text: vectors[index] for index, text in enumerate(texts)}
-
-    @property
-    def model_name(self) -> str:
-        return self._model_name
-
-    @property
-    def dimension(self) -> int:
-        return self._dimension
-
-    def embed_documents(self, texts: Sequence[str]) -> Vectors:
-        raise NotImplementedError("query vectors only")
-
-    def embed_queries(self, texts: Sequence[str]) -> Vectors:
-        return np.stack([self._by_text[text] for text in texts])
-
-
 def run_search(context: ToolContext, args: SearchArgs) -> str:
     return _execute(context, _Plan([args.query], args.mode, args.code_mode, args.limit, True, None, None, None))
 
@@ -96,10 +69,10 @@ def _execute(context: ToolContext, plan: _Plan) -> str:
     queries = list(dict.fromkeys(plan.queries))
     degradation = _Degradation()
     mode = plan.mode
-    embedder: Embedder | None = None
+    query_vectors: Vectors | None = None
     if mode != "fts":
         try:
-            embedder = _QueryVectors(backend.embedders[TEXT_SPACE], queries)
+            query_vectors = backend.embedders[TEXT_SPACE].embed_queries(queries)
         except Exception as error:  # any model failure: the keyword leg can still answer
             error_id = new_error_id()
             logger.warning("query embedding failed %s", error_id, exc_info=error)
@@ -111,8 +84,8 @@ def _execute(context: ToolContext, plan: _Plan) -> str:
                 f"the query embedding failed ({type(error).__name__}, error_id {error_id}); "
                 "results come from the keyword leg alone", "vector")
     rrf_k = backend.settings.rrf_k
-    hits = search(backend.pool, embedder, queries, mode=mode, limit=plan.limit, filters=plan.filters,
-                  space=TEXT_SPACE, rrf_k=rrf_k)
+    hits = search(backend.pool, None, queries, query_vectors=query_vectors, mode=mode, limit=plan.limit,
+                  filters=plan.filters, space=TEXT_SPACE, rrf_k=rrf_k)
     legs = 2 if mode == "hybrid" else 1
     results = [_result(rank, hit, legs=legs, queries=len(queries), rrf_k=rrf_k) for rank, hit in enumerate(hits, 1)]
 
