@@ -71,3 +71,14 @@ def test_main_command_ingests_quarrys_docs_and_serves_them_over_mcp(tmp_path: Pa
         server.terminate()
         server.wait(timeout=30)
         stop_embedded_server(tmp_path / "home")
+
+
+def test_readme_sql_runs_in_psql(database_url: str) -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```sql\n(.+?)\n```", readme, flags=re.S)
+    assert blocks
+    env = {**os.environ, "DATABASE_URL": database_url}
+    for block in blocks:
+        result = subprocess.run([sys.executable, "-m", "engine.cli", "psql", "-v", "ON_ERROR_STOP=1", "-c", block],
+                                cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
