@@ -81,7 +81,7 @@ def search(
     candidates: int = 50,
     fusion: Fusion = "convex",
     vector_weight: float = 0.45,
-    code_vector_weight: float = 0.7,
+    code_vector_weight: float = 0.8,
 ) -> list[SearchHit]:
     """Ranked chunks for one or more distinct queries; ``fts`` mode never calls the embedder.
 

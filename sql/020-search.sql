@@ -65,7 +65,7 @@ create or replace function quarry.hybrid_search(
     per_term_depth int default 1000,
     fusion text default 'convex',
     vector_weight double precision default 0.45,
-    code_vector_weight double precision default 0.7
+    code_vector_weight double precision default 0.8
 ) returns table (
     chunk_id uuid,
     fused_score double precision,

@@ -11,7 +11,7 @@ create or replace function quarry.search_hits(
     rrf_k int default 60,
     fusion text default 'convex',
     vector_weight double precision default 0.45,
-    code_vector_weight double precision default 0.7
+    code_vector_weight double precision default 0.8
 ) returns table (
     chunk_id uuid,
     document_id uuid,
