@@ -33,7 +33,6 @@ class Settings(BaseSettings):
     statement_timeout_ms: int = Field(default=15_000, ge=100)
     max_file_bytes: int = Field(default=2_000_000, ge=1_000)
     rrf_k: int = Field(default=60, ge=1)
-    embed_batch_size: int = Field(default=64, ge=1)
 
     @property
     def model_dir(self) -> Path:
