@@ -239,7 +239,8 @@ def _ingest(runtime: Runtime, args: argparse.Namespace) -> int:
         if show_progress and now - last_shown > 0.1:
             last_shown = now
             path = state.current_path[-60:]
-            print(f"\r\033[K  {state.files_seen} files  {path}", end="", file=sys.stderr, flush=True)
+            print(f"\r\033[K  {state.files_seen} files, {state.chunks_written} chunks written "
+                  f"({state.vectors_embedded} embedded)  {path}", end="", file=sys.stderr, flush=True)
 
     ingestor = Ingestor(runtime.pool, runtime.embedders, max_file_bytes=runtime.settings.max_file_bytes)
     summary = ingestor.ingest(args.path, source, wait_for_lock=args.wait, progress=progress)

@@ -34,17 +34,22 @@ from engine.ingest.walk import FoundFile, SkippedFile, walk_tree
 #: Advisory-lock class for "ingesting source <id>" (the second key is the source id).
 INGEST_LOCK_CLASS = 0x5149  # "QI"
 
-#: Documents per write transaction: big enough to amortise round trips, small
-#: enough that an interruption loses little work.
-_BATCH_CHUNKS = 512
+#: Chunks per write transaction: big enough to amortise round trips, small enough
+#: that an interruption loses little work and the progress display moves every few
+#: seconds (the local model embeds ~80 chunks/s).
+_BATCH_CHUNKS = 256
 
 ProgressCallback = Callable[["IngestProgress"], None]
 
 
 @dataclass
 class IngestProgress:
+    """What a progress display shows; reported per file and after every written batch."""
+
     files_seen: int = 0
     current_path: str = ""
+    chunks_written: int = 0
+    vectors_embedded: int = 0
 
 
 @dataclass
@@ -100,6 +105,13 @@ class _PendingDocument:
     content_hash: bytes
     parsed: ParsedDocument
     replaces: UUID | None  # id of the stored version this one replaces
+
+
+def _report(progress: ProgressCallback | None, state: IngestProgress, summary: IngestSummary) -> None:
+    if progress is not None:
+        state.chunks_written = summary.chunks_written
+        state.vectors_embedded = summary.vectors_embedded
+        progress(state)
 
 
 def embedding_input(parsed: ParsedDocument, chunk_index: int) -> str:
@@ -176,8 +188,10 @@ class Ingestor:
                     if pending_chunks >= _BATCH_CHUNKS:
                         self._write_batch(source_id, base_url, url_template, pending, summary)
                         pending, pending_chunks = [], 0
+                        _report(progress, state, summary)
                 if pending:
                     self._write_batch(source_id, base_url, url_template, pending, summary)
+                    _report(progress, state, summary)
                 failed_paths = {path for path, _ in summary.failed}
                 gone = [doc.id for path, doc in stored.items() if path not in seen and path not in failed_paths]
                 self._finish(lock_conn, source_id, gone, summary)
