@@ -16,7 +16,7 @@ from psycopg_pool import ConnectionPool
 from engine.embed.base import Embedder, Vectors
 
 SearchMode = Literal["hybrid", "fts", "vector"]
-Fusion = Literal["rrf", "convex", "convex_ceiling"]
+Fusion = Literal["rrf", "convex"]
 FacetValue = str | bool
 #: ``{"language": {"any_of": ["python"]}, "kind": {"none_of": ["standalone"]}}``
 Filters = Mapping[str, Mapping[str, Sequence[FacetValue]]]

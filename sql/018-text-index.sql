@@ -239,18 +239,4 @@ end
 $$;
 
 comment on function quarry.rebuild_text_index(real, real) is
-'Rebuild every BM25 posting, term frequency and corpus statistic from the chunks (quarry reindex).';
-
-create or replace function quarry.bm25_ceiling(query_text text, k1 real default 0.9) returns real
-language sql stable parallel safe
-set search_path = quarry, pg_catalog
-as $$
-    -- The score a chunk would get by matching every query term at saturation: each
-    -- term's impact is below k1 + 1. A best hit far below it matched little of the query.
-    select (sum(quarry.bm25_idf(s.chunk_count, t.chunk_frequency)) * (k1 + 1))::real
-    from quarry.text_terms t, quarry.text_stats s
-    where t.lexeme = any (quarry.query_lexemes(query_text)) and t.chunk_frequency > 0
-$$;
-
-comment on function quarry.bm25_ceiling(text, real) is
-'Upper bound of a BM25 score for the query (all terms matched at saturation): scales the text leg by how much of the query it matched.';
+'Rebuild every BM25 posting, term frequency and corpus statistic from the chunks (ingestion runs it after a first ingest).';

@@ -1,18 +1,5 @@
--- Retrieval: per query a full-text leg and a vector leg, filtered inside each leg
--- before its top-k, then reciprocal-rank fusion across legs and queries.
-
-create or replace function quarry.any_terms_query(query_text text) returns tsquery
-language sql immutable parallel safe strict
-set search_path = pg_catalog
-as $$
-    -- Any-term matching: websearch_to_tsquery ANDs every word, which leaves a text
-    -- search empty for most natural-language questions.
-    select coalesce(string_agg(quote_literal(lexeme), ' | '), '')::tsquery
-    from unnest(quarry.query_lexemes(query_text)) as lexeme
-$$;
-
-comment on function quarry.any_terms_query(text) is
-'tsquery matching any stemmed, non-stopword term of the query (code identifiers split).';
+-- Retrieval: per query a BM25 leg and a vector leg, filtered inside each leg before
+-- its top-k, then fused across legs and queries (convex by default, or RRF).
 
 create or replace function quarry.nearest_chunks(
     embedding_space text,
@@ -89,7 +76,7 @@ begin
         raise exception 'unknown search mode %: expected hybrid, fts or vector', search_mode
             using errcode = 'invalid_parameter_value';
     end if;
-    if fusion not in ('rrf', 'convex', 'convex_ceiling') then
+    if fusion not in ('rrf', 'convex') then
         raise exception 'unknown fusion %: expected rrf or convex', fusion using errcode = 'invalid_parameter_value';
     end if;
     if vector_weight is null or vector_weight < 0 or vector_weight > 1
