@@ -47,19 +47,3 @@ $$;
 
 comment on function quarry.chunk_allowed(jsonb, text, text, text, boolean) is
 'Whether a chunk passes the chunk-level facets (content_type, language, package, deprecated of document or source).';
-
-create or replace function quarry.chunk_passes_filters(target uuid, filters jsonb) returns boolean
-language sql stable parallel safe
-set search_path = quarry, pg_catalog
-as $$
-    select exists (
-        select 1
-        from quarry.chunks c
-        join quarry.filtered_source_ids(filters) s on s.id = c.source_id
-        where c.id = target
-          and quarry.chunk_allowed(filters, c.content_type, c.language, c.package, c.deprecated or s.deprecated)
-    )
-$$;
-
-comment on function quarry.chunk_passes_filters(uuid, jsonb) is
-'Whether one chunk passes every facet filter (source-level and chunk-level).';

@@ -196,7 +196,10 @@ as $$
     -- Reads only the top `per_term_depth` postings of each query term (impact order):
     -- exact BM25 for every term whose list is shorter, and for common terms the
     -- chunks it misses are ones where that (low-IDF) term adds little.
-    with terms as materialized (
+    with allowed_sources as materialized (  -- evaluated once, not once per posting
+        select * from quarry.filtered_source_ids(filters) where filters is not null
+    ),
+    terms as materialized (
         -- double precision throughout: numeric ln per posting cost more than the index scans
         select t.id, quarry.bm25_idf(s.chunk_count, t.chunk_frequency) as idf
         from quarry.text_terms t, quarry.text_stats s
@@ -209,7 +212,11 @@ as $$
             select p.chunk_id, p.impact
             from quarry.text_postings p
             where p.term_id = terms.id
-              and (filters is null or quarry.chunk_passes_filters(p.chunk_id, filters))
+              and (filters is null or exists (
+                  select 1 from quarry.chunks c join allowed_sources s on s.id = c.source_id
+                  where c.id = p.chunk_id
+                    and quarry.chunk_allowed(filters, c.content_type, c.language, c.package,
+                                             c.deprecated or s.deprecated)))
             order by p.impact desc
             limit per_term_depth
         ) p

@@ -21,6 +21,9 @@ begin
     -- predicate) so the planner uses its HNSW index. Without filters the leg is a bare
     -- index scan; a filter is a per-candidate check the iterative scan applies.
     return query execute format($sql$
+        with allowed_sources as materialized (  -- evaluated once, not once per candidate
+            select * from quarry.filtered_source_ids($3) where $3 is not null
+        )
         select e.chunk_id, ((e.embedding::vector(%1$s)) <=> $1::vector(%1$s))::double precision
         from quarry.embeddings e
         where e.space = %2$L %3$s
@@ -29,7 +32,7 @@ begin
     $sql$, space_dimension, embedding_space,
         case when filters is null then '' else $filter$
             and exists (
-                select 1 from quarry.chunks c join quarry.filtered_source_ids($3) s on s.id = c.source_id
+                select 1 from quarry.chunks c join allowed_sources s on s.id = c.source_id
                 where c.id = e.chunk_id
                   and quarry.chunk_allowed($3, c.content_type, c.language, c.package, c.deprecated or s.deprecated))
         $filter$ end)
@@ -121,10 +124,7 @@ begin
     -- cost more than running it. Only the vector leg (whose index expression names the
     -- space's dimension) is dynamic, inside quarry.nearest_chunks.
     return query
-    with allowed_sources as materialized (
-        select * from quarry.filtered_source_ids(filters)
-    ),
-    queries as (
+    with queries as (
         -- a repeated query counts once
         select distinct on (q.query_text) q.query_text, q.embedding, q.ordinal
         from unnest(query_texts, case when use_vector then query_embeddings end)
