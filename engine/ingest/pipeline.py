@@ -192,8 +192,8 @@ class Ingestor:
                 if pending:
                     self._write_batch(source_id, base_url, url_template, pending, summary)
                     _report(progress, state, summary)
-                failed_paths = {path for path, _ in summary.failed}
-                gone = [doc.id for path, doc in stored.items() if path not in seen and path not in failed_paths]
+                # A file that failed to parse is in `seen`: its stored version stays.
+                gone = [doc.id for path, doc in stored.items() if path not in seen]
                 self._finish(lock_conn, source_id, gone, summary)
             finally:
                 lock_conn.execute("select pg_advisory_unlock(%s, %s)", (INGEST_LOCK_CLASS, source_id))
