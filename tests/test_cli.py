@@ -37,6 +37,10 @@ def test_ingest_search_and_psql(database_url: str, model_cache: Path, tmp_path: 
     assert psql.returncode == 0, psql.stderr
     assert psql.stdout.strip() == "cli-test"
 
+    status = _quarry(database_url, model_cache, "status")
+    assert status.returncode == 0, status.stderr
+    assert "source cli-test: 4 documents" in status.stdout
+
 
 def test_usage_errors_exit_2(database_url: str, model_cache: Path, tmp_path: Path) -> None:
     missing = _quarry(database_url, model_cache, "ingest", str(tmp_path / "nope"), "--source", "x")
