@@ -5,6 +5,7 @@
     ├── NotFoundError           NOT_FOUND: the named thing does not exist
     ├── BusyError               BUSY: the work is already being done elsewhere
     └── UnavailableError        UNAVAILABLE: a dependency (database, provider) is down
+        └── ProviderError       a model provider call failed; ``reason`` is short and client-safe
 """
 
 from __future__ import annotations
@@ -30,3 +31,15 @@ class BusyError(QuarryError):
 
 class UnavailableError(QuarryError):
     code = "UNAVAILABLE"
+
+
+class ProviderError(UnavailableError):
+    """A model call (embedding, reranking) failed after retries, or its breaker is open.
+
+    ``reason`` is what a response's ``degradation_reason`` reports, e.g.
+    ``"timeout after 5000ms"``, ``"HTTP 503"``, ``"circuit open for 30s"``.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

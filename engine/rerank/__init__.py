@@ -1,0 +1,1 @@
+"""Rerankers: reorder a query's fused candidates by a cross-encoder's relevance score."""
