@@ -124,7 +124,7 @@ def quarry_run(
     short = 0
     for query, vector in zip(queries, query_vectors, strict=True):
         hits = search(pool, None, query.text, query_vectors=vector[None, :], mode=mode, limit=chunk_depth,
-                      candidates=chunk_depth)
+                      candidates=chunk_depth).hits
         result.run[query.id] = top_documents((PurePosixPath(hit.path).stem for hit in hits), depth)
         short += len(result.run[query.id]) < depth and len(hits) == chunk_depth
     result.search_seconds = time.perf_counter() - started

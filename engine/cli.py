@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, get_args
 
+from engine.embed.base import SPACES
 from engine.errors import BusyError, QuarryError
 from engine.ingest.sources import Attribution, SourceKind
 
@@ -62,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--attribution", choices=get_args(Attribution))
     ingest.add_argument("--base-url", help="base URL; document URL = base + path")
     ingest.add_argument("--url-template", help="document URL template with {path}, {path_no_ext}, {stem}")
+    ingest.add_argument("--source-version", metavar="RANGE",
+                        help="release the source documents, e.g. 0.17.x: the language_target of every "
+                             "document that states none")
     ingest.add_argument("--wait", action="store_true",
                         help="wait for a running ingest of the source instead of failing")
     ingest.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -114,6 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser("status", help="show the database, models and sources",
                         epilog="example: quarry status")
+
+    reembed = commands.add_parser(
+        "reembed", help="re-embed a space with the configured model; searches use the old vectors until it is done",
+        epilog="example: QUARRY_CODE_MODEL=voyage-code-3 quarry reembed --space code")
+    reembed.add_argument("--space", choices=list(SPACES), required=True, help="the logical space to re-embed")
+    reembed.add_argument("--json", action="store_true", help="print the summary as JSON")
     return parser
 
 
@@ -172,6 +182,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             return _search(runtime, args)
         if args.command == "status":
             return _status(runtime)
+        if args.command == "reembed":
+            return _reembed(runtime, args)
         if args.command == "keys":
             return _keys(runtime, args)
     raise AssertionError(args.command)
@@ -187,7 +199,7 @@ def _serve(args: argparse.Namespace) -> int:
     if args.command == "mcp":
         from mcp_server.server import serve_stdio
 
-        with Runtime() as runtime:
+        with Runtime(read_only=True) as runtime:
             serve_stdio(runtime)
         return EXIT_OK
 
@@ -198,8 +210,24 @@ def _serve(args: argparse.Namespace) -> int:
     policy = AccessPolicy.for_bind(args.host, no_auth=args.no_auth, extra_hosts=tuple(args.allowed_host),
                                    extra_origins=tuple(args.allowed_origin))
     rate_policy = RatePolicy(per_minute=args.rate_per_minute, burst=args.burst)
-    with Runtime() as runtime:
+    with Runtime(read_only=True) as runtime:
         serve_http(runtime, host=args.host, port=args.port, policy=policy, rate_policy=rate_policy)
+    return EXIT_OK
+
+
+def _reembed(runtime: Runtime, args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from engine.reembed import reembed_space
+
+    def show(embedded: int) -> None:
+        if sys.stderr.isatty() and not args.json:
+            print(f"\rquarry: {embedded} chunks embedded", end="", file=sys.stderr, flush=True)
+
+    summary = reembed_space(runtime.pool, args.space, runtime.embedders[args.space], progress=show)
+    if sys.stderr.isatty() and not args.json:
+        print(file=sys.stderr)
+    print(json.dumps(asdict(summary)) if args.json else summary.one_line())
     return EXIT_OK
 
 
@@ -228,7 +256,7 @@ def _ingest(runtime: Runtime, args: argparse.Namespace) -> int:
     from engine.ingest.sources import SourceSpec
     source = SourceSpec(
         slug=args.source, display_name=args.display_name, kind=args.kind, attribution=args.attribution,
-        base_url=args.base_url, url_template=args.url_template,
+        base_url=args.base_url, url_template=args.url_template, version=args.source_version,
     )
     show_progress = sys.stderr.isatty() and not args.json
     last_shown = 0.0
@@ -262,7 +290,7 @@ def _search(runtime: Runtime, args: argparse.Namespace) -> int:
         raise ValueError("--limit must be between 1 and 50")
     embedder = None if args.mode == "fts" else runtime.embedders["text"]
     hits = search(runtime.pool, embedder, args.query, mode=args.mode, limit=args.limit,
-                  sources=args.source, rrf_k=runtime.settings.rrf_k)
+                  sources=args.source, rrf_k=runtime.settings.rrf_k).hits
     if args.json:
         from dataclasses import asdict
 

@@ -2,6 +2,10 @@
 
 ``DATABASE_URL`` (also accepted as ``QUARRY_DATABASE_URL``) points at an external
 Postgres; without it Quarry boots its embedded Postgres in ``QUARRY_HOME``.
+
+Models: with ``VOYAGE_API_KEY`` set, ``auto`` means Voyage (``voyage-3.5`` for the text
+space, ``voyage-code-3`` for code, ``rerank-2.5``); without it, the local MiniLM serves
+both spaces and there is no reranker unless ``QUARRY_RERANKER=cross-encoder:/path``.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import platformdirs
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -33,6 +37,22 @@ class Settings(BaseSettings):
     statement_timeout_ms: int = Field(default=15_000, ge=100)
     max_file_bytes: int = Field(default=2_000_000, ge=1_000)
     rrf_k: int = Field(default=60, ge=1)
+
+    voyage_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("QUARRY_VOYAGE_API_KEY", "VOYAGE_API_KEY")
+    )
+    voyage_base_url: str | None = None  # a Voyage-compatible endpoint (proxy, test stand-in)
+    #: ``auto``, ``local`` (MiniLM) or a Voyage model name, per space.
+    text_model: str = "auto"
+    code_model: str = "auto"
+    #: ``auto``, ``none``, ``voyage:<model>`` or ``cross-encoder:<directory>``.
+    reranker: str = "auto"
+    provider_timeout_ms: int = Field(default=5_000, ge=100)  # one query embedding or rerank call
+    provider_documents_timeout_ms: int = Field(default=60_000, ge=1_000)  # one ingest batch
+    provider_max_retries: int = Field(default=3, ge=0, le=10)
+    provider_concurrency: int = Field(default=4, ge=1, le=64)
+    breaker_failures: int = Field(default=5, ge=1)
+    breaker_cool_down_s: float = Field(default=30.0, ge=0)
 
     @property
     def model_dir(self) -> Path:

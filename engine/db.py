@@ -92,22 +92,29 @@ def psql_executable() -> str:
     return found
 
 
-def configure_connection(conn: psycopg.Connection[Any], statement_timeout_ms: int) -> None:
+#: The search server's role: reads the corpus, writes only API-key usage and rate limits (sql/090-grants.sql).
+READER_ROLE = "quarry_reader"
+
+
+def configure_connection(conn: psycopg.Connection[Any], statement_timeout_ms: int, role: str | None = None) -> None:
     """Per-connection set-up, run once by the pool for every new connection."""
     register_vector(conn)
     conn.execute("select set_config('statement_timeout', %s, false)", (str(statement_timeout_ms),))
+    if role is not None:
+        conn.execute(sql.SQL("set role {}").format(sql.Identifier(role)))
     conn.commit()
 
 
-def open_pool(url: str, settings: Settings | None = None, **overrides: Any) -> ConnectionPool:
-    """A connection pool with pgvector types registered once per connection."""
+def open_pool(url: str, settings: Settings | None = None, *, role: str | None = None,
+              **overrides: Any) -> ConnectionPool:
+    """A connection pool with pgvector types registered once per connection, optionally under ``role``."""
     settings = settings or get_settings()
     timeout_ms = settings.statement_timeout_ms
     options: dict[str, Any] = {
         "min_size": settings.pool_min_size,
         "max_size": settings.pool_max_size,
         "open": True,
-        "configure": lambda conn: configure_connection(conn, timeout_ms),
+        "configure": lambda conn: configure_connection(conn, timeout_ms, role),
         "name": "quarry",
     }
     options.update(overrides)

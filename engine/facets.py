@@ -28,9 +28,10 @@ FIXED_FACETS: dict[str, tuple[FacetValue, ...]] = {
     "deprecated": (True, False),
 }
 OPEN_FACETS: tuple[str, ...] = ("source_slug", "language", "package")
-#: Filterable once version-aware search lands (they also take ``version_satisfies``).
-UPCOMING_FACETS: tuple[str, ...] = ("language_target", "sdk_dependency")
-FACET_KEYS: tuple[str, ...] = (*OPEN_FACETS, *FIXED_FACETS)
+#: Facets over version constraints: values are languages / packages, and a rule may
+#: also carry ``version_satisfies`` (a node-semver range).
+VERSION_FACETS: tuple[str, ...] = ("language_target", "sdk_dependency")
+FACET_KEYS: tuple[str, ...] = (*OPEN_FACETS, *VERSION_FACETS, *FIXED_FACETS)
 BOOLEAN_FACETS: frozenset[str] = frozenset({"verified", "deprecated"})
 
 

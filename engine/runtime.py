@@ -7,29 +7,38 @@ from functools import cached_property
 from psycopg_pool import ConnectionPool
 
 from engine.config import Settings, get_settings
-from engine.db import database_url, open_pool
+from engine.db import READER_ROLE, database_url, open_pool
 from engine.embed.base import Embedder
 from engine.migrations import ensure_migrated
+from engine.rerank.base import Reranker
 
 
 class Runtime:
     """Opens the database (booting the embedded server and migrating on first use) and loads models lazily."""
 
-    def __init__(self, settings: Settings | None = None) -> None:
+    def __init__(self, settings: Settings | None = None, *, read_only: bool = False) -> None:
+        """``read_only``: connections run as ``quarry_reader`` (the search server), which cannot write the corpus."""
         self.settings = settings or get_settings()
         self.database_url = database_url(self.settings)
+        self.read_only = read_only
         ensure_migrated(self.database_url)
 
     @cached_property
     def pool(self) -> ConnectionPool:
-        return open_pool(self.database_url, self.settings)
+        return open_pool(self.database_url, self.settings, role=READER_ROLE if self.read_only else None)
 
     @cached_property
     def embedders(self) -> dict[str, Embedder]:
-        """Embedder per space. The local model is the embedded default."""
-        from engine.embed.local import LocalMiniLM
+        """Embedder per space (``text``, ``code``), as configured; see ``engine.models``."""
+        from engine.models import build_embedders
 
-        return {"text": LocalMiniLM(self.settings.model_dir)}
+        return build_embedders(self.settings)
+
+    @cached_property
+    def reranker(self) -> Reranker | None:
+        from engine.models import build_reranker
+
+        return build_reranker(self.settings)
 
     def close(self) -> None:
         if "pool" in self.__dict__:

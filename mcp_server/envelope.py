@@ -90,6 +90,10 @@ def classify(error: BaseException, where: str) -> ToolFailure:
         if code is None or code == "INTERNAL":
             return internal_failure(error, where)
         return ToolFailure(code, str(error))
+    if isinstance(error, psycopg.errors.InvalidParameterValue):
+        # raised by Quarry's SQL for a malformed argument (e.g. an unparsable version range);
+        # its message names the offending argument, never internal state
+        return ToolFailure("INVALID", error.diag.message_primary or "invalid argument")
     if isinstance(error, psycopg.errors.QueryCanceled):
         error_id = new_error_id()
         logger.warning("statement timeout %s in %s", error_id, where, exc_info=error)

@@ -16,6 +16,7 @@ MAX_RERANK_INSTRUCTIONS: Final = 400
 MAX_FACET_VALUES: Final = 200
 MAX_FACET_VALUE_CHARS: Final = 200
 MAX_FILTER_VALUES: Final = 50
+MAX_VERSION_RANGE_CHARS: Final = 200
 MAX_PREFIX_CHARS: Final = 100
 MAX_CURSOR_CHARS: Final = 200
 MAX_REQUEST_BYTES: Final = 1024 * 1024
@@ -35,6 +36,7 @@ __all__ = [
     "MAX_RERANK_INSTRUCTIONS",
     "MAX_RESPONSE_BYTES",
     "MAX_RESULTS",
+    "MAX_VERSION_RANGE_CHARS",
     "PAGE_CHUNKS",
     "PAGE_CONTENT_BYTES",
     "as_dict",
@@ -50,6 +52,7 @@ def as_dict() -> dict[str, int]:
         "max_query_chars": MAX_QUERY_CHARS,
         "max_rerank_instructions_chars": MAX_RERANK_INSTRUCTIONS,
         "max_filter_values_per_rule": MAX_FILTER_VALUES,
+        "max_version_range_chars": MAX_VERSION_RANGE_CHARS,
         "max_facet_values": MAX_FACET_VALUES,
         "max_neighbours": MAX_NEIGHBOURS,
         "max_byte_range": MAX_BYTE_RANGE,

@@ -28,7 +28,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
-from engine.facets import CONTENT_TYPES, FACET_KEYS, UPCOMING_FACETS
+from engine.facets import CONTENT_TYPES, FACET_KEYS, VERSION_FACETS
 from engine.ingest.sources import Attribution, SourceKind
 from engine.search import FacetValue
 from mcp_server import limits
@@ -38,8 +38,8 @@ Mode = Literal["hybrid", "fts", "vector"]
 CodeMode = Literal["on", "off", "exclusive"]
 VersionMatchMode = Literal["strict", "permissive"]
 ContentType = Literal["markdown", "rst", "html", "text", "code"]
-FacetKey = Literal["source_slug", "language", "package", "kind", "attribution", "content_type", "verified",
-                   "deprecated"]
+FacetKey = Literal["source_slug", "language", "package", "language_target", "sdk_dependency", "kind",
+                   "attribution", "content_type", "verified", "deprecated"]
 
 _STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
 
@@ -58,6 +58,8 @@ def _check_code_mode(code_mode: str, info: ValidationInfo) -> str:
     return code_mode
 
 
+VersionRange = Annotated[str, StringConstraints(min_length=1, max_length=limits.MAX_VERSION_RANGE_CHARS),
+                         AfterValidator(_not_blank)]
 QueryText = Annotated[str, StringConstraints(min_length=1, max_length=limits.MAX_QUERY_CHARS),
                       AfterValidator(_not_blank)]
 FacetText = Annotated[str, StringConstraints(min_length=1, max_length=limits.MAX_FACET_VALUE_CHARS)]
@@ -109,6 +111,34 @@ class ValueRule(FacetRule[FacetText]):
     pass
 
 
+class VersionRule(BaseModel):
+    """A version facet rule: which languages / packages (any_of, none_of) and which versions (version_satisfies)."""
+
+    model_config = _STRICT
+
+    any_of: list[FacetText] | None = Field(default=None, min_length=1, max_length=limits.MAX_FILTER_VALUES)
+    none_of: list[FacetText] | None = Field(default=None, min_length=1, max_length=limits.MAX_FILTER_VALUES)
+    version_satisfies: VersionRange | None = Field(
+        default=None, description="A node-semver range such as '^0.17', '>=0.8 <0.9' or '1.2.x || 2'; content "
+        "whose constraint intersects it matches.")
+
+    @model_validator(mode="after")
+    def _has_a_rule(self) -> VersionRule:
+        if self.any_of is None and self.none_of is None and self.version_satisfies is None:
+            raise PydanticCustomError("empty_rule", "needs any_of, none_of, version_satisfies or a combination")
+        return self
+
+    def as_rules(self) -> dict[str, list[FacetValue] | str]:
+        rules: dict[str, list[FacetValue] | str] = {}
+        if self.any_of is not None:
+            rules["any_of"] = list(dict.fromkeys(self.any_of))
+        if self.none_of is not None:
+            rules["none_of"] = list(dict.fromkeys(self.none_of))
+        if self.version_satisfies is not None:
+            rules["version_satisfies"] = self.version_satisfies
+        return rules
+
+
 class Filters(BaseModel):
     """Facet filters: keys are ANDed; within a key, any_of values are ORed and none_of values excluded."""
 
@@ -117,13 +147,19 @@ class Filters(BaseModel):
     source_slug: ValueRule | None = Field(default=None, description="Source slugs (see `facets`).")
     language: ValueRule | None = Field(default=None, description="Programming language of code, e.g. python.")
     package: ValueRule | None = Field(default=None, description="Package a document belongs to.")
+    language_target: VersionRule | None = Field(
+        default=None, description="Language version the content targets (Compact pragma language_version, a doc's "
+        "front-matter version, or its source's release), e.g. {\"version_satisfies\": \"^0.17\"}.")
+    sdk_dependency: VersionRule | None = Field(
+        default=None, description="Package dependency declared by the manifest governing the content; the package "
+        "and the range hold for the same dependency, e.g. {\"any_of\": [\"react\"], \"version_satisfies\": \"^18\"}.")
     kind: KindRule | None = Field(default=None, description="Source kind.")
     attribution: AttributionRule | None = Field(default=None, description="Who publishes the source.")
     content_type: ContentTypeRule | None = Field(default=None, description="Document format.")
     verified: FlagRule | None = Field(default=None, description="Whether an admin verified the source.")
     deprecated: FlagRule | None = Field(default=None, description="Whether the document or source is deprecated.")
 
-    def as_engine_filters(self) -> dict[str, dict[str, list[FacetValue]]]:
+    def as_engine_filters(self) -> dict[str, dict[str, list[FacetValue] | str]]:
         return {key: rule.as_rules() for key in FACET_KEYS if (rule := getattr(self, key)) is not None}
 
 
@@ -216,6 +252,7 @@ _TYPE_NAMES = {
 }
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _RULE_FIELDS = ("any_of", "none_of")
+VERSION_FACET_NAMES = frozenset(VERSION_FACETS)
 
 
 def parse_arguments(model: type[ArgsT], arguments: Mapping[str, Any] | None) -> ArgsT:
@@ -240,8 +277,6 @@ def _problem(model: type[BaseModel], detail: ErrorDetails) -> Problem:
         return Problem(_path(loc[:-1], loc[-1]), _unknown_field_rule(model, loc))
     if isinstance(value, float) and not math.isfinite(value):
         return Problem(_path(loc), "must be a finite number: NaN and Infinity are not accepted")
-    if kind == "literal_error" and loc == ("facet",) and value in UPCOMING_FACETS:
-        return Problem(_path(loc), _upcoming_rule())
     rule: str
     if kind == "missing":
         rule = "is required"
@@ -286,19 +321,13 @@ def _path(loc: tuple[int | str, ...], last: int | str | None = None) -> str:
 
 
 def _unknown_field_rule(model: type[BaseModel], loc: tuple[int | str, ...]) -> str:
-    parent, name = loc[:-1], loc[-1]
+    parent = loc[:-1]
     if parent and parent[-1] == "filters":
-        if name in UPCOMING_FACETS:
-            return _upcoming_rule()
         return f"is not a facet key; valid keys are {', '.join(FACET_KEYS)}"
     if len(parent) >= 2 and parent[-2] == "filters":
-        return f"is not a facet rule; use {' and/or '.join(_RULE_FIELDS)}"
+        rules = (*_RULE_FIELDS, "version_satisfies") if parent[-1] in VERSION_FACET_NAMES else _RULE_FIELDS
+        return f"is not a facet rule; use {' and/or '.join(rules)}"
     return f"is not an argument of this tool; its arguments are {', '.join(model.model_fields)}"
-
-
-def _upcoming_rule() -> str:
-    return (f"is not available yet: {' and '.join(UPCOMING_FACETS)} arrive with version-aware search; "
-            f"valid keys now are {', '.join(FACET_KEYS)}")
 
 
 def _check_filters_cover_every_facet() -> None:

@@ -21,13 +21,13 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
+from engine.embed.base import TEXT_SPACE
 from mcp_server.auth import caller_of
 from mcp_server.backend import Backend
 from mcp_server.envelope import ToolFailure, classify, failure, success
 from mcp_server.ratelimit import RateLimiter
 from mcp_server.schemas import parse_arguments
 from mcp_server.tools import ToolContext, all_tools
-from mcp_server.tools.search import TEXT_SPACE
 
 logger = logging.getLogger("quarry.mcp")
 
@@ -108,13 +108,17 @@ def server_version() -> str:
 
 
 def warm_up(backend: Backend) -> None:
-    """Load the query embedder in the background, so the first search does not wait for it."""
+    """Load the query embedders and the reranker in the background, so the first search does not wait."""
 
     def load() -> None:
         try:
             _ = backend.embedders[TEXT_SPACE]
         except Exception:  # a broken model shows up (and degrades) on the first search instead
             logger.warning("the query embedder did not load; searches will run keyword-only", exc_info=True)
+        try:
+            _ = backend.reranker
+        except Exception:  # e.g. a cross-encoder directory that is not a model: said on every search
+            logger.warning("the reranker did not load; searches will keep the fused order", exc_info=True)
 
     threading.Thread(target=load, name="quarry-warm-up", daemon=True).start()
 

@@ -216,7 +216,8 @@ as $$
                   select 1 from quarry.chunks c join allowed_sources s on s.id = c.source_id
                   where c.id = p.chunk_id
                     and quarry.chunk_allowed(filters, c.content_type, c.language, c.package,
-                                             c.deprecated or s.deprecated)))
+                                             c.deprecated or s.deprecated)
+                    and quarry.version_allows(filters, c.document_id)))
             order by p.impact desc
             limit per_term_depth
         ) p
@@ -229,7 +230,7 @@ as $$
 $$;
 
 comment on function quarry.bm25_top(text, int, int, jsonb) is
-'Top chunks by BM25 for a query from impact-ordered postings, facet filters applied before the top-k.';
+'Top chunks by BM25 for a query from impact-ordered postings, facet and version filters (resolved, see quarry.resolve_version_filters) applied before the top-k.';
 
 create or replace function quarry.rebuild_text_index(k1 real default 0.9, b real default 0.4)
 returns bigint

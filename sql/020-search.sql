@@ -11,9 +11,11 @@ language plpgsql stable
 set search_path = quarry, public, pg_catalog
 as $$
 declare
+    physical text;
     space_dimension int;
 begin
-    select dimension into space_dimension from quarry.embedding_spaces where name = embedding_space;
+    -- a logical space (text, code) is answered by the generation serving it
+    select name, dimension into physical, space_dimension from quarry.embedding_spaces where serves = embedding_space;
     if space_dimension is null then
         return;
     end if;
@@ -29,19 +31,20 @@ begin
         where e.space = %2$L %3$s
         order by (e.embedding::vector(%1$s)) <=> $1::vector(%1$s)
         limit $2
-    $sql$, space_dimension, embedding_space,
+    $sql$, space_dimension, physical,
         case when filters is null then '' else $filter$
             and exists (
                 select 1 from quarry.chunks c join allowed_sources s on s.id = c.source_id
                 where c.id = e.chunk_id
-                  and quarry.chunk_allowed($3, c.content_type, c.language, c.package, c.deprecated or s.deprecated))
+                  and quarry.chunk_allowed($3, c.content_type, c.language, c.package, c.deprecated or s.deprecated)
+                  and quarry.version_allows($3, c.document_id))
         $filter$ end)
     using query_embedding, match_count, filters;
 end
 $$;
 
 comment on function quarry.nearest_chunks(text, vector, int, jsonb) is
-'Chunks nearest to a query vector in one embedding space (HNSW, cosine distance), facet filters applied during the scan.';
+'Chunks nearest to a query vector in one embedding space (HNSW, cosine distance), facet and version filters (resolved, see quarry.resolve_version_filters) applied during the scan.';
 
 create or replace function quarry.hybrid_search(
     query_texts text[],
@@ -55,14 +58,22 @@ create or replace function quarry.hybrid_search(
     per_term_depth int default 1000,
     fusion text default 'convex',
     vector_weight double precision default 0.45,
-    code_vector_weight double precision default 0.8
+    code_vector_weight double precision default 0.8,
+    code_embeddings vector[] default null,
+    code_mode text default 'off',
+    version_matching text default 'permissive',
+    query_model text default null,
+    code_query_model text default null
 ) returns table (
     chunk_id uuid,
     fused_score double precision,
     fts_rank int,
     vector_rank int,
+    code_rank int,
     fts_score real,
-    vector_similarity real
+    vector_similarity real,
+    code_similarity real,
+    version_degree int
 )
 language plpgsql volatile
 rows 20  -- a page of hits: lets callers join it with nested loops over primary keys
@@ -70,13 +81,20 @@ set search_path = quarry, public, pg_catalog
 as $$
 #variable_conflict use_column
 declare
-    space_dimension int;
     use_fts boolean := search_mode in ('hybrid', 'fts');
-    use_vector boolean := search_mode in ('hybrid', 'vector');
+    use_vector boolean := search_mode in ('hybrid', 'vector') and code_mode <> 'exclusive';
+    use_code boolean := search_mode in ('hybrid', 'vector') and code_mode in ('on', 'exclusive');
     depth int := greatest(candidate_count, match_count);
+    resolved_filters jsonb;
+    has_version_rules boolean := filters ? 'language_target' or filters ? 'sdk_dependency';
+    failed_leg text;
 begin
     if search_mode not in ('hybrid', 'fts', 'vector') then
         raise exception 'unknown search mode %: expected hybrid, fts or vector', search_mode
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if code_mode not in ('on', 'off', 'exclusive') then
+        raise exception 'unknown code_mode %: expected on, off or exclusive', code_mode
             using errcode = 'invalid_parameter_value';
     end if;
     if fusion not in ('rrf', 'convex') then
@@ -93,102 +111,224 @@ begin
     if coalesce(cardinality(query_texts), 0) = 0 then
         raise exception 'at least one query is required' using errcode = 'invalid_parameter_value';
     end if;
-    if use_vector then
-        if query_embeddings is null then
-            if search_mode = 'vector' then
-                raise exception 'vector mode needs query embeddings' using errcode = 'invalid_parameter_value';
-            end if;
-            use_vector := false;
-        else
-            if cardinality(query_embeddings) <> cardinality(query_texts) then
-                raise exception 'got % query embeddings for % queries',
-                    cardinality(query_embeddings), cardinality(query_texts)
-                    using errcode = 'invalid_parameter_value';
-            end if;
-            select dimension into space_dimension from quarry.embedding_spaces where name = embedding_space;
-            if space_dimension is null then
-                use_vector := false;  -- nothing embedded in this space yet
-            elsif vector_dims(query_embeddings[1]) <> space_dimension then
-                raise exception 'query embeddings have % dimensions, space % has %',
-                    vector_dims(query_embeddings[1]), embedding_space, space_dimension
-                    using errcode = 'invalid_parameter_value';
-            end if;
-        end if;
-    end if;
+    use_vector := use_vector and quarry.usable_query_embeddings(
+        query_embeddings, query_texts, embedding_space, required => search_mode = 'vector' and code_mode = 'off',
+        query_model => query_model, leg => 'vector');
+    use_code := use_code and quarry.usable_query_embeddings(
+        code_embeddings, query_texts, 'code', required => search_mode = 'vector' and code_mode = 'exclusive',
+        query_model => code_query_model, leg => 'code');
+    resolved_filters := quarry.resolve_version_filters(filters, version_matching);
 
     -- HNSW returns at most ef_search rows; iterative scans keep filtered legs full.
     perform set_config('hnsw.ef_search', greatest(40, depth)::text, true);
     perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
 
-    -- Static SQL, so each pooled session plans it once: as dynamic SQL its planning
-    -- cost more than running it. Only the vector leg (whose index expression names the
-    -- space's dimension) is dynamic, inside quarry.nearest_chunks.
-    return query
-    with queries as (
-        -- a repeated query counts once
-        select distinct on (q.query_text) q.query_text, q.embedding, q.ordinal
-        from unnest(query_texts, case when use_vector then query_embeddings end)
-             with ordinality as q (query_text, embedding, ordinal)
-        order by q.query_text, q.ordinal
-    ),
-    fts_leg as (
-        select hit.chunk_id, hit.score,
-               row_number() over (partition by q.ordinal order by hit.score desc, hit.chunk_id)::int as rank,
-               hit.score / nullif(max(hit.score) over (partition by q.ordinal), 0) as normalized
-        from queries q
-        cross join lateral quarry.bm25_top(q.query_text, depth, per_term_depth, filters) hit
-        where use_fts
-    ),
-    vector_leg as (
-        select hit.chunk_id, 1 - hit.distance as similarity,
-               row_number() over (partition by qe.ordinal order by hit.distance, hit.chunk_id)::int as rank,
-               (max(hit.distance) over (partition by qe.ordinal) - hit.distance)
-                 / nullif(max(hit.distance) over (partition by qe.ordinal)
-                          - min(hit.distance) over (partition by qe.ordinal), 0) as normalized
-        from queries qe
-        cross join lateral quarry.nearest_chunks(embedding_space, qe.embedding, depth, filters) hit
-        where use_vector and qe.embedding is not null
-    ),
-    fts_best as (
-        select f.chunk_id, sum(1.0 / (rrf_k + f.rank)) as rrf, sum(coalesce(f.normalized, 1)) as normalized,
-               min(f.rank) as rank, max(f.score) as score
-        from fts_leg f group by f.chunk_id
-    ),
-    vector_best as (
-        select v.chunk_id, sum(1.0 / (rrf_k + v.rank)) as rrf, sum(coalesce(v.normalized, 1)) as normalized,
-               min(v.rank) as rank, max(v.similarity) as similarity
-        from vector_leg v group by v.chunk_id
-    ),
-    fused as (
-        select coalesce(f.chunk_id, v.chunk_id) as chunk_id,
-               (case when fusion = 'rrf'
-                     then 2 * (1 - w.vector) * coalesce(f.rrf, 0) + 2 * w.vector * coalesce(v.rrf, 0)
-                     else ((1 - w.vector) * coalesce(f.normalized, 0) + w.vector * coalesce(v.normalized, 0))
-                          / (select count(*) from queries)
-                end)::double precision as fused_score,
-               f.rank::int as fts_rank,
-               v.rank::int as vector_rank,
-               f.score::real as fts_score,
-               v.similarity::real as vector_similarity
-        from fts_best f
-        full outer join vector_best v on v.chunk_id = f.chunk_id
-        -- Code leans on the vector leg: natural-language questions share few words
-        -- with identifiers, so keyword scores on code are weaker evidence.
-        cross join lateral (
-            select case when not use_fts then 1.0  -- a single leg is ranked as it is
-                        when not use_vector then 0.0
-                        when c.is_code then code_vector_weight else vector_weight end as vector
-            from quarry.chunks c where c.id = coalesce(f.chunk_id, v.chunk_id)
-        ) w
-    )
-    select fused.chunk_id, fused.fused_score, fused.fts_rank, fused.vector_rank,
-           fused.fts_score, fused.vector_similarity
-    from fused
-    order by fused.fused_score desc, coalesce(fused.fts_rank, 2147483647),
-             coalesce(fused.vector_rank, 2147483647), fused.chunk_id
-    limit match_count;
+    -- A leg that errors (a lock it cannot get, a broken index) must not take the others
+    -- down: the statement is retried without it, and a WARNING names it (clients read
+    -- it as hybrid_leg_failed). Nothing is returned twice: the final ORDER BY consumes
+    -- every leg before the first row is emitted.
+    loop
+        begin
+            -- Static SQL, so each pooled session plans it once: as dynamic SQL its planning
+            -- cost more than running it. Only the vector legs (whose index expression names
+            -- the space's dimension) are dynamic, inside quarry.nearest_chunks.
+            return query
+            with queries as (
+                -- a repeated query counts once
+                select distinct on (q.query_text) q.query_text, q.embedding, q.code_embedding, q.ordinal
+                from unnest(query_texts,
+                            case when use_vector then query_embeddings end,
+                            case when use_code then code_embeddings end)
+                     with ordinality as q (query_text, embedding, code_embedding, ordinal)
+                order by q.query_text, q.ordinal
+            ),
+            fts_leg as (
+                select hit.chunk_id, hit.score,
+                       row_number() over (partition by q.ordinal order by hit.score desc, hit.chunk_id)::int as rank,
+                       hit.score / nullif(max(hit.score) over (partition by q.ordinal), 0) as normalized
+                from queries q
+                cross join lateral quarry.bm25_top(q.query_text, depth, per_term_depth, resolved_filters) hit
+                where use_fts
+            ),
+            vector_queries as (
+                select 'text' as leg, q.ordinal, q.embedding, embedding_space as space
+                from queries q where use_vector
+                union all
+                select 'code', q.ordinal, q.code_embedding, 'code' from queries q where use_code
+            ),
+            vector_leg as (
+                select qe.leg, hit.chunk_id, 1 - hit.distance as similarity,
+                       row_number() over per_list::int as rank,
+                       (max(hit.distance) over whole_list - hit.distance)
+                         / nullif(max(hit.distance) over whole_list - min(hit.distance) over whole_list, 0)
+                         as normalized
+                from vector_queries qe
+                cross join lateral quarry.nearest_chunks(qe.space, qe.embedding, depth, resolved_filters) hit
+                window per_list as (partition by qe.leg, qe.ordinal order by hit.distance, hit.chunk_id),
+                       whole_list as (partition by qe.leg, qe.ordinal)
+            ),
+            fts_best as (
+                select f.chunk_id, sum(1.0 / (rrf_k + f.rank)) as rrf, sum(coalesce(f.normalized, 1)) as normalized,
+                       min(f.rank) as rank, max(f.score) as score
+                from fts_leg f group by f.chunk_id
+            ),
+            vector_best as (
+                -- a chunk's vector evidence is its better list: text and code vectors are two
+                -- views of one question, not two independent votes
+                select v.chunk_id, sum(1.0 / (rrf_k + v.rank)) as rrf,
+                       greatest(sum(coalesce(v.normalized, 1)) filter (where v.leg = 'text'),
+                                sum(coalesce(v.normalized, 1)) filter (where v.leg = 'code')) as normalized,
+                       min(v.rank) filter (where v.leg = 'text') as rank,
+                       min(v.rank) filter (where v.leg = 'code') as code_rank,
+                       max(v.similarity) filter (where v.leg = 'text') as similarity,
+                       max(v.similarity) filter (where v.leg = 'code') as code_similarity
+                from vector_leg v group by v.chunk_id
+            ),
+            fused as (
+                select coalesce(f.chunk_id, v.chunk_id) as chunk_id,
+                       (case when fusion = 'rrf'
+                             then 2 * (1 - w.vector) * coalesce(f.rrf, 0) + 2 * w.vector * coalesce(v.rrf, 0)
+                             else ((1 - w.vector) * coalesce(f.normalized, 0) + w.vector * coalesce(v.normalized, 0))
+                                  / (select count(*) from queries)
+                        end * case w.degree when 3 then 0.9 when 2 then 0.8 when 1 then 0.5 else 1 end
+                            * case when w.deprecated then 0.5 else 1 end
+                       )::double precision as fused_score,
+                       f.rank::int as fts_rank,
+                       v.rank::int as vector_rank,
+                       v.code_rank::int as code_rank,
+                       f.score::real as fts_score,
+                       v.similarity::real as vector_similarity,
+                       v.code_similarity::real as code_similarity,
+                       w.degree
+                from fts_best f
+                full outer join vector_best v on v.chunk_id = f.chunk_id
+                -- Code leans on the vector leg: natural-language questions share few words
+                -- with identifiers, so keyword scores on code are weaker evidence. Under a
+                -- version rule, the degree of match scales the score (permissive ranking);
+                -- deprecated content (document or source) is halved: still findable, rarely first.
+                cross join lateral (
+                    select case when not use_fts then 1.0  -- a single leg is ranked as it is
+                                when not (use_vector or use_code) then 0.0
+                                when c.is_code then code_vector_weight else vector_weight end as vector,
+                           case when has_version_rules
+                                then quarry.version_degree(resolved_filters, c.document_id) end as degree,
+                           c.deprecated or s.deprecated as deprecated
+                    from quarry.chunks c join quarry.sources s on s.id = c.source_id
+                    where c.id = coalesce(f.chunk_id, v.chunk_id)
+                ) w
+            )
+            select fused.chunk_id, fused.fused_score, fused.fts_rank, fused.vector_rank, fused.code_rank,
+                   fused.fts_score, fused.vector_similarity, fused.code_similarity, fused.degree
+            from fused
+            order by fused.fused_score desc, coalesce(fused.fts_rank, 2147483647),
+                     coalesce(fused.vector_rank, fused.code_rank, 2147483647), fused.chunk_id
+            limit match_count;
+            return;
+        exception
+            when invalid_parameter_value or query_canceled then
+                raise;
+            when others then
+                failed_leg := quarry.failing_search_leg(
+                    query_texts, query_embeddings, code_embeddings, embedding_space, depth, per_term_depth,
+                    resolved_filters, use_fts, use_vector, use_code);
+                if failed_leg is null
+                   or (use_fts::int + use_vector::int + use_code::int) <= 1 then
+                    raise;  -- nothing to fall back on: report the real error
+                end if;
+                raise warning 'quarry: hybrid_leg_failed=%', failed_leg
+                    using detail = sqlerrm, errcode = '01000';
+                use_fts := use_fts and failed_leg <> 'fts';
+                use_vector := use_vector and failed_leg <> 'vector';
+                use_code := use_code and failed_leg <> 'code';
+        end;
+    end loop;
 end
 $$;
 
-comment on function quarry.hybrid_search(text[], vector[], text, int, jsonb, text, int, int, int, text, double precision, double precision) is
-'Hybrid retrieval in one statement: per query a BM25 and a vector leg, facet filters applied inside each leg before top-k, fused across legs and queries by weighted RRF or a convex combination of per-query normalised scores; best per-leg ranks returned.';
+comment on function quarry.hybrid_search(text[], vector[], text, int, jsonb, text, int, int, int, text, double precision, double precision, vector[], text, text, text, text) is
+'Hybrid retrieval in one statement: per query a BM25 leg, a vector leg and (code_mode on/exclusive) a code-space vector leg, facet and version filters applied inside each leg before top-k, fused across legs and queries by weighted RRF or a convex combination of per-query normalised scores. A failing leg, or one whose query_model differs from the space''s model, is dropped with a WARNING "quarry: hybrid_leg_failed=<leg>" ("hybrid_leg_skipped" for a model mismatch, the reason in its detail).';
+
+create or replace function quarry.usable_query_embeddings(
+    embeddings vector[], query_texts text[], space text, required boolean default false,
+    query_model text default null, leg text default 'vector'
+) returns boolean
+language plpgsql stable
+set search_path = quarry, public, pg_catalog
+as $$
+declare
+    serving quarry.embedding_spaces;
+begin
+    if embeddings is null then
+        if required then
+            raise exception 'vector mode needs query embeddings for space %', space
+                using errcode = 'invalid_parameter_value';
+        end if;
+        return false;
+    end if;
+    if cardinality(embeddings) <> cardinality(query_texts) then
+        raise exception 'got % query embeddings for % queries in space %',
+            cardinality(embeddings), cardinality(query_texts), space using errcode = 'invalid_parameter_value';
+    end if;
+    select * into serving from quarry.embedding_spaces where serves = space;
+    if not found then
+        return false;  -- nothing embedded in this space yet
+    end if;
+    if query_model is not null and query_model <> serving.model then
+        -- e.g. a server still configured for the model a re-embed replaced: comparing
+        -- vectors of two models would rank noise, so the leg sits out and says why
+        raise warning 'quarry: hybrid_leg_skipped=%', leg
+            using detail = format('space %s is embedded with %s; queries were embedded with %s',
+                                  space, serving.model, query_model);
+        return false;
+    end if;
+    if vector_dims(embeddings[1]) <> serving.dimension then
+        raise exception 'query embeddings have % dimensions, space % has %',
+            vector_dims(embeddings[1]), space, serving.dimension using errcode = 'invalid_parameter_value';
+    end if;
+    return true;
+end
+$$;
+
+comment on function quarry.usable_query_embeddings(vector[], text[], text, boolean, text, text) is
+'Whether query embeddings can drive a vector leg in a space: false when absent (unless required), the space is empty, or (with a WARNING) embedded by another model; raises on a count or dimension mismatch.';
+
+create or replace function quarry.failing_search_leg(
+    query_texts text[], query_embeddings vector[], code_embeddings vector[], embedding_space text,
+    depth int, per_term_depth int, filters jsonb, use_fts boolean, use_vector boolean, use_code boolean
+) returns text
+language plpgsql volatile
+set search_path = quarry, public, pg_catalog
+as $$
+declare
+    query_index int;
+begin
+    -- Runs each active leg alone, in its own subtransaction, to name the one that errors.
+    for query_index in 1 .. cardinality(query_texts) loop
+        if use_fts then
+            begin
+                perform count(*) from quarry.bm25_top(query_texts[query_index], depth, per_term_depth, filters);
+            exception when others then
+                return 'fts';
+            end;
+        end if;
+        if use_vector then
+            begin
+                perform count(*) from quarry.nearest_chunks(embedding_space, query_embeddings[query_index], depth, filters);
+            exception when others then
+                return 'vector';
+            end;
+        end if;
+        if use_code then
+            begin
+                perform count(*) from quarry.nearest_chunks('code', code_embeddings[query_index], depth, filters);
+            exception when others then
+                return 'code';
+            end;
+        end if;
+    end loop;
+    return null;
+end
+$$;
+
+comment on function quarry.failing_search_leg(text[], vector[], vector[], text, int, int, jsonb, boolean, boolean, boolean) is
+'Which retrieval leg (fts, vector, code) errors for these inputs, found by running each alone; null when none does.';

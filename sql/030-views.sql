@@ -40,12 +40,24 @@ select s.slug,
        s.attribution,
        s.verified,
        s.deprecated,
-       (select count(*) from quarry.documents d where d.source_id = s.id) as documents,
+       s.version,
+       docs.documents,
        (select count(*) from quarry.chunks c where c.source_id = s.id) as chunks,
-       (select count(*) from quarry.embeddings e join quarry.chunks c on c.id = e.chunk_id
-         where c.source_id = s.id) as embeddings,
-       s.last_ingested_at
-from quarry.sources s;
+       coalesce((select jsonb_object_agg(per_space.space, per_space.vectors)
+                 from (select e.space, count(*) as vectors
+                       from quarry.embeddings e join quarry.chunks c on c.id = e.chunk_id
+                       where c.source_id = s.id group by e.space) per_space), '{}'::jsonb) as embeddings,
+       s.last_ingested_at,
+       docs.newest_change,
+       docs.median_age_days
+from quarry.sources s
+cross join lateral (
+    select count(*) as documents,
+           max(d.changed_at) as newest_change,
+           round((percentile_cont(0.5) within group (
+               order by extract(epoch from now() - d.changed_at)) / 86400)::numeric, 1) as median_age_days
+    from quarry.documents d where d.source_id = s.id
+) docs;
 
 comment on view quarry.source_stats is
-'Per-source counts of documents, chunks and embeddings, and when it was last ingested.';
+'Per source: trust settings, release version, documents, chunks, vectors per embedding space, last ingest and freshness (newest change, median document age in days).';

@@ -11,7 +11,12 @@ create or replace function quarry.search_hits(
     rrf_k int default 60,
     fusion text default 'convex',
     vector_weight double precision default 0.45,
-    code_vector_weight double precision default 0.8
+    code_vector_weight double precision default 0.8,
+    code_embeddings vector[] default null,
+    code_mode text default 'off',
+    version_matching text default 'permissive',
+    query_model text default null,
+    code_query_model text default null
 ) returns table (
     chunk_id uuid,
     document_id uuid,
@@ -32,11 +37,16 @@ create or replace function quarry.search_hits(
     content text,
     content_type text,
     language text,
+    is_code boolean,
     fused_score double precision,
     fts_rank int,
     vector_rank int,
+    code_rank int,
     fts_score real,
-    vector_similarity real
+    vector_similarity real,
+    code_similarity real,
+    version_match text,
+    trust jsonb
 )
 language plpgsql volatile
 set search_path = quarry, public, pg_catalog
@@ -48,15 +58,21 @@ begin
     select d.chunk_id, d.document_id, d.source_slug, d.source_name, d.source_kind, d.attribution,
            d.verified, d.deprecated, d.changed_at, d.path, d.title, d.url,
            d.heading_path, d.symbol_path, d.start_line, d.end_line, d.content, d.content_type, d.language,
-           h.fused_score, h.fts_rank, h.vector_rank, h.fts_score, h.vector_similarity
+           d.is_code, h.fused_score, h.fts_rank, h.vector_rank, h.code_rank, h.fts_score, h.vector_similarity,
+           h.code_similarity, quarry.version_match_label(h.version_degree),
+           quarry.trust_factors(d.attribution, d.verified, d.deprecated, d.source_kind, d.changed_at,
+                                quarry.version_match_label(h.version_degree))
     from quarry.hybrid_search(query_texts, query_embeddings, search_mode, match_count, filters,
                               embedding_space, candidate_count, rrf_k,
                               fusion => fusion, vector_weight => vector_weight,
-                              code_vector_weight => code_vector_weight) h
+                              code_vector_weight => code_vector_weight, code_embeddings => code_embeddings,
+                              code_mode => code_mode, version_matching => version_matching,
+                              query_model => query_model, code_query_model => code_query_model) h
     join quarry.chunk_details d on d.chunk_id = h.chunk_id
-    order by h.fused_score desc, coalesce(h.fts_rank, 2147483647), coalesce(h.vector_rank, 2147483647), h.chunk_id;
+    order by h.fused_score desc, coalesce(h.fts_rank, 2147483647),
+             coalesce(h.vector_rank, h.code_rank, 2147483647), h.chunk_id;
 end
 $$;
 
-comment on function quarry.search_hits(text[], vector[], text, int, jsonb, text, int, int, text, double precision, double precision) is
-'hybrid_search joined to chunk, document and source fields: ranked result rows ready to show.';
+comment on function quarry.search_hits(text[], vector[], text, int, jsonb, text, int, int, text, double precision, double precision, vector[], text, text, text, text) is
+'hybrid_search joined to chunk, document and source fields: ranked result rows ready to show, with version_match (exact, compatible, unknown or mismatch) and trust (score and factors, see quarry.trust_factors).';

@@ -1,5 +1,76 @@
 -- Facet discovery: which values each facet takes, and in how many documents, under
--- the same filters object hybrid_search evaluates (see 015-filters.sql).
+-- the same filters object hybrid_search evaluates (see 015-filters.sql, 016-versions.sql).
+--
+-- Document-level facet counts per source live in quarry.facet_counts, kept current by
+-- the statement-level triggers below as ingestion writes documents; source-level facets
+-- come from quarry.sources. An unfiltered (or source-filtered) facets call therefore
+-- reads counts, never the corpus; a filter on a document-level facet or a version rule
+-- needs the matching documents themselves, and scans them.
+
+create or replace function quarry.count_document_facets() returns trigger
+language plpgsql
+set search_path = quarry, pg_catalog
+as $$
+declare
+    changes jsonb := '[]';
+begin
+    -- a statement's transition tables exist only for the events that define them
+    if tg_op in ('INSERT', 'UPDATE') then
+        select changes || coalesce(jsonb_agg(jsonb_build_object(
+                   'source_id', n.source_id, 'content_type', n.content_type, 'language', n.language,
+                   'package', n.package, 'deprecated', n.deprecated::text, 'delta', 1)), '[]')
+        into changes from new_documents n;
+    end if;
+    if tg_op in ('DELETE', 'UPDATE') then
+        select changes || coalesce(jsonb_agg(jsonb_build_object(
+                   'source_id', o.source_id, 'content_type', o.content_type, 'language', o.language,
+                   'package', o.package, 'deprecated', o.deprecated::text, 'delta', -1)), '[]')
+        into changes from old_documents o;
+    end if;
+    with per_value as (
+        select c.source_id, f.facet, f.value, sum(c.delta) as delta
+        from jsonb_to_recordset(changes)
+             as c (source_id bigint, content_type text, language text, package text, deprecated text, delta int)
+        cross join lateral (values ('content_type', c.content_type), ('language', c.language),
+                                   ('package', c.package), ('deprecated', c.deprecated)) f (facet, value)
+        where f.value is not null
+          and exists (select 1 from quarry.sources s where s.id = c.source_id)  -- not a cascade from a dropped source
+        group by 1, 2, 3
+        having sum(c.delta) <> 0
+    ),
+    -- update, then insert what is new: an upsert would check documents >= 0 on a negative delta
+    -- (rows of one source change only under its ingest lock, so the two steps cannot race)
+    updated as (
+        update quarry.facet_counts fc set documents = fc.documents + p.delta
+        from per_value p
+        where fc.source_id = p.source_id and fc.facet = p.facet and fc.value = p.value
+        returning fc.source_id, fc.facet, fc.value
+    )
+    insert into quarry.facet_counts (source_id, facet, value, documents)
+    select p.source_id, p.facet, p.value, p.delta
+    from per_value p
+    where not exists (select 1 from updated u
+                      where u.source_id = p.source_id and u.facet = p.facet and u.value = p.value);
+    delete from quarry.facet_counts where documents = 0;
+    return null;
+end
+$$;
+
+comment on function quarry.count_document_facets() is
+'Trigger: keep quarry.facet_counts (documents per source, facet and value) in step with inserted, updated and deleted documents.';
+
+drop trigger if exists documents_facets_insert on quarry.documents;
+create trigger documents_facets_insert after insert on quarry.documents
+    referencing new table as new_documents
+    for each statement execute function quarry.count_document_facets();
+drop trigger if exists documents_facets_delete on quarry.documents;
+create trigger documents_facets_delete after delete on quarry.documents
+    referencing old table as old_documents
+    for each statement execute function quarry.count_document_facets();
+drop trigger if exists documents_facets_update on quarry.documents;
+create trigger documents_facets_update after update on quarry.documents
+    referencing old table as old_documents new table as new_documents
+    for each statement execute function quarry.count_document_facets();
 
 create or replace function quarry.facet_values(
     facet text default null,
@@ -11,8 +82,13 @@ language plpgsql stable
 set search_path = quarry, pg_catalog
 as $$
 declare
-    known constant text[] := array['source_slug', 'kind', 'attribution', 'verified', 'deprecated',
-                                   'content_type', 'language', 'package'];
+    source_facets constant text[] := array['source_slug', 'kind', 'attribution', 'verified'];
+    document_facets constant text[] := array['deprecated', 'content_type', 'language', 'package'];
+    version_facets constant text[] := array['language_target', 'sdk_dependency'];
+    known constant text[] := source_facets || document_facets || version_facets;
+    wanted text[];
+    resolved jsonb;
+    needs_scan boolean;
 begin
     if facet is not null and not facet = any (known) then
         raise exception 'unknown facet %: expected one of %', facet, array_to_string(known, ', ')
@@ -21,22 +97,28 @@ begin
     if lim < 1 then
         raise exception 'lim must be at least 1, got %', lim using errcode = 'invalid_parameter_value';
     end if;
-    -- Counted per document, from the document's own fields: chunks mirror them, so a
-    -- value counted here is one a filter on it matches inside hybrid_search.
+    wanted := case when facet is null then known else array[facet] end;
+    resolved := quarry.resolve_version_filters(filters);
+    -- counts can be read only when every filter is source-level (or there is none)
+    needs_scan := exists (select 1 from jsonb_object_keys(coalesce(filters, '{}')) k where not k = any (source_facets));
+
     return query
-    with matching as (
-        select s.slug, s.kind, s.attribution, s.verified::text as verified,
-               (d.deprecated or s.deprecated)::text as deprecated,
-               d.content_type, d.language, d.package
+    with allowed_sources as (
+        select s.* from quarry.sources s
+        join quarry.filtered_source_ids(filters) a on a.id = s.id
+    ),
+    matching_documents as materialized (
+        select d.id, d.source_id, s.slug, s.kind, s.attribution, s.verified::text as verified,
+               (d.deprecated or s.deprecated)::text as deprecated, d.content_type, d.language, d.package
         from quarry.documents d
-        join quarry.filtered_source_ids(facet_values.filters) allowed on allowed.id = d.source_id
-        join quarry.sources s on s.id = d.source_id
-        where quarry.chunk_allowed(facet_values.filters, d.content_type, d.language, d.package,
-                                   d.deprecated or s.deprecated)
+        join allowed_sources s on s.id = d.source_id
+        where (needs_scan or wanted && version_facets)
+          and quarry.chunk_allowed(filters, d.content_type, d.language, d.package, d.deprecated or s.deprecated)
+          and quarry.version_allows(resolved, d.id)
     ),
     keyed as (
-        select k.key,
-               case k.key
+        -- scanned: every wanted facet of every matching document
+        select k.key, case k.key
                    when 'source_slug' then m.slug
                    when 'kind' then m.kind
                    when 'attribution' then m.attribution
@@ -45,17 +127,50 @@ begin
                    when 'content_type' then m.content_type
                    when 'language' then m.language
                    when 'package' then m.package
-               end as value
-        from matching m
-        cross join unnest(case when facet_values.facet is null then known
-                               else array[facet_values.facet] end) as k (key)
+               end as value,
+               1::bigint as documents
+        from matching_documents m
+        cross join unnest(wanted) k (key)
+        where needs_scan and not k.key = any (version_facets)
+        union all
+        -- counted: document facets from facet_counts, source facets from per-source totals
+        select fc.facet, fc.value, fc.documents
+        from quarry.facet_counts fc join allowed_sources s on s.id = fc.source_id
+        where not needs_scan and fc.facet = any (wanted) and fc.facet <> 'deprecated'
+        union all
+        select k.key, case k.key
+                   when 'source_slug' then s.slug when 'kind' then s.kind
+                   when 'attribution' then s.attribution when 'verified' then s.verified::text
+                   when 'deprecated' then 'true' end,
+               coalesce((select sum(fc.documents) from quarry.facet_counts fc
+                         where fc.source_id = s.id and fc.facet = 'content_type'), 0)
+        from allowed_sources s
+        cross join unnest(wanted) k (key)
+        where not needs_scan and k.key = any (source_facets || array['deprecated'])
+          and (k.key <> 'deprecated' or s.deprecated)
+        union all
+        -- deprecated documents of sources that are not deprecated themselves
+        select 'deprecated', fc.value, fc.documents
+        from quarry.facet_counts fc join allowed_sources s on s.id = fc.source_id
+        where not needs_scan and 'deprecated' = any (wanted) and fc.facet = 'deprecated' and not s.deprecated
+        union all
+        -- version facets: the languages and packages documents target, from their constraints
+        select distinct_names.facet, distinct_names.name, 1::bigint
+        from matching_documents m
+        cross join lateral (
+            select distinct c.facet, nullif(c.name, '') as name
+            from quarry.document_constraints(m.id) c
+            where c.facet = any (wanted)
+        ) distinct_names
+        where distinct_names.name is not null
     ),
     counted as (
-        select keyed.key, keyed.value, count(*) as documents
+        select keyed.key, keyed.value, sum(keyed.documents)::bigint as documents
         from keyed
         where keyed.value is not null
           and (facet_values.prefix is null or starts_with(lower(keyed.value), lower(facet_values.prefix)))
         group by keyed.key, keyed.value
+        having sum(keyed.documents) > 0
     ),
     ranked as (
         select c.key, c.value, c.documents,
@@ -71,4 +186,4 @@ end
 $$;
 
 comment on function quarry.facet_values(text, jsonb, text, int) is
-'Values of one facet (null: every facet) with document counts, under a filters object and an optional case-insensitive prefix; the top lim per facet plus how many values exist.';
+'Values of one facet (null: every facet) with document counts, under a filters object and an optional case-insensitive prefix; the top lim per facet plus how many values exist. Unfiltered counts come from quarry.facet_counts.';

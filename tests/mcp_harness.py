@@ -31,6 +31,7 @@ from starlette.types import ASGIApp
 
 from engine.config import Settings
 from engine.embed.base import Embedder
+from engine.rerank.base import Reranker
 from mcp_server.http_app import uvicorn_server
 
 REPO = Path(__file__).resolve().parent.parent
@@ -43,6 +44,7 @@ class StaticBackend:
     settings: Settings
     pool: ConnectionPool
     embedders: Mapping[str, Embedder] = field(default_factory=dict)
+    reranker: Reranker | None = None
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,9 @@ HIT = SearchHit(
     chunk_id=uuid4(), document_id=uuid4(), source_slug="s", source_name="S", source_kind="docs_site",
     attribution="official", verified=False, deprecated=False, changed_at=datetime.now(UTC), path="a.md",
     title="A", url=None, heading_path=[], symbol_path=None, start_line=1, end_line=2, content="x",
-    content_type="markdown", language=None, fused_score=1.0, fts_rank=1, vector_rank=1, fts_score=3.0,
-    vector_similarity=0.7,
+    content_type="markdown", language=None, is_code=False, fused_score=1.0, fts_rank=1, vector_rank=1,
+    code_rank=None, fts_score=3.0, vector_similarity=0.7, code_similarity=None, version_match="unknown",
+    trust={"score": 1.0, "factors": {}},
 )
 
 

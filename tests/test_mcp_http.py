@@ -22,7 +22,7 @@ from psycopg_pool import ConnectionPool
 
 from engine import api_keys
 from engine.config import Settings, get_settings
-from engine.embed.base import Embedder
+from engine.embed.base import SPACES, Embedder
 from engine.embed.local import LocalMiniLM
 from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
@@ -41,14 +41,14 @@ def small_corpus(migrated_url: str, session_pool: ConnectionPool, local_embedder
                  tmp_path_factory: pytest.TempPathFactory) -> None:
     with psycopg.connect(migrated_url, autocommit=True) as conn:
         conn.execute("truncate quarry.sources, quarry.embedding_spaces cascade")
-    Ingestor(session_pool, {"text": local_embedder}, max_file_bytes=1_000_000).ingest(
+    Ingestor(session_pool, dict.fromkeys(SPACES, local_embedder), max_file_bytes=1_000_000).ingest(
         write_corpus(tmp_path_factory.mktemp("http-corpus")), SourceSpec(slug="sample"))
 
 
 @pytest.fixture(scope="module")
 def backend(migrated_url: str, session_pool: ConnectionPool, local_embedder: Embedder,
             small_corpus: None) -> StaticBackend:
-    return StaticBackend(Settings(database_url=migrated_url), session_pool, {"text": local_embedder})
+    return StaticBackend(Settings(database_url=migrated_url), session_pool, dict.fromkeys(SPACES, local_embedder))
 
 
 @pytest.fixture(scope="module")
@@ -239,12 +239,12 @@ def broken_embedder(local_embedder: Embedder, tmp_path: Path) -> LocalMiniLM:
 def test_hybrid_search_falls_back_to_keywords_when_the_embedder_fails(
     backend: StaticBackend, broken_embedder: LocalMiniLM
 ) -> None:
-    degraded_backend = StaticBackend(backend.settings, backend.pool, {"text": broken_embedder})
+    degraded_backend = StaticBackend(backend.settings, backend.pool, dict.fromkeys(SPACES, broken_embedder))
     app = build_http_app(degraded_backend, AccessPolicy.for_bind("127.0.0.1", no_auth=True))
     with serving(app) as url, mcp_session(http_transport(url + "/mcp")) as session:
         body = session.ok("search", {"query": "how do I create a partial index"})
         assert body["degraded"] is True and body["hybrid_leg_failed"] == "vector"
-        assert "query embedding failed" in body["degradation_reason"]
+        assert "query_embedding_failed (text space)" in body["degradation_reason"]
         assert body["mode"] == "hybrid" and body["mode_used"] == "fts"
         assert body["results"] and all(result["vector_rank"] is None for result in body["results"])
         assert body["results"][0]["path"] == "docs/indexes.md"
@@ -263,6 +263,7 @@ class _BrokenSettings:
     def __init__(self, pool: ConnectionPool, embedders: Mapping[str, Embedder]) -> None:
         self.pool = pool
         self.embedders = embedders
+        self.reranker = None
 
     @property
     def settings(self) -> Settings:

@@ -19,7 +19,7 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from engine.config import Settings
-from engine.embed.base import Embedder
+from engine.embed.base import SPACES, Embedder
 from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
 from mcp_server.auth import AccessPolicy
@@ -61,7 +61,7 @@ def corpus(migrated_url: str, session_pool: ConnectionPool, local_embedder: Embe
     with psycopg.connect(migrated_url, autocommit=True) as conn:
         conn.execute("truncate quarry.sources, quarry.embedding_spaces cascade")
     root = tmp_path_factory.mktemp("mcp-corpus")
-    ingestor = Ingestor(session_pool, {"text": local_embedder}, max_file_bytes=2_000_000)
+    ingestor = Ingestor(session_pool, dict.fromkeys(SPACES, local_embedder), max_file_bytes=2_000_000)
     ingestor.ingest(write_corpus(root / "sample", {**FILES, "docs/unicode.md": UNICODE_DOC}),
                     SourceSpec(slug="sample", display_name="Sample docs", kind="docs_site", attribution="official"))
     ingestor.ingest(write_corpus(root / "other", OTHER_FILES),
@@ -82,7 +82,7 @@ def mcp(request: pytest.FixtureRequest, corpus: Corpus, migrated_url: str, sessi
         with mcp_session(stdio_parameters(migrated_url, model_cache, home)) as session:
             yield session
         return
-    backend = StaticBackend(Settings(database_url=migrated_url), session_pool, {"text": local_embedder})
+    backend = StaticBackend(Settings(database_url=migrated_url), session_pool, dict.fromkeys(SPACES, local_embedder))
     app = build_http_app(backend, AccessPolicy.for_bind("127.0.0.1", no_auth=True))
     with serving(app) as url, mcp_session(http_transport(url + "/mcp")) as session:
         yield session
@@ -108,8 +108,8 @@ def test_lists_every_tool_with_a_closed_schema_and_llm_guidance(mcp: McpSession)
         assert tool.annotations is not None and tool.annotations.read_only_hint
     assert tools["search"].input_schema["properties"]["limit"]["maximum"] == 50
     filters = tools["advanced_search"].input_schema["$defs"]["Filters"]
-    assert set(filters["properties"]) == {"source_slug", "language", "package", "kind", "attribution",
-                                          "content_type", "verified", "deprecated"}
+    assert set(filters["properties"]) == {"source_slug", "language", "package", "language_target", "sdk_dependency",
+                                          "kind", "attribution", "content_type", "verified", "deprecated"}
     instructions = mcp.client.instructions or ""
     assert "facets" in instructions and "degraded" in instructions and "RATE_LIMITED" in instructions
 
@@ -129,7 +129,8 @@ def test_handshake_era_clients_are_served_too(
         if transport == "stdio":
             server: Any = stdio_parameters(migrated_url, model_cache, tmp_path)
         else:
-            backend = StaticBackend(Settings(database_url=migrated_url), session_pool, {"text": local_embedder})
+            backend = StaticBackend(Settings(database_url=migrated_url), session_pool,
+                                    dict.fromkeys(SPACES, local_embedder))
             url = stack.enter_context(serving(build_http_app(backend, AccessPolicy.for_bind("127.0.0.1",
                                                                                             no_auth=True))))
             server = http_transport(url + "/mcp")
@@ -161,8 +162,8 @@ def test_search_returns_explained_results(mcp: McpSession) -> None:
     assert [result["rank"] for result in body["results"]] == list(range(1, len(body["results"]) + 1))
     assert body["reranked"] is False and "no reranker" in body["rerank_skipped_reason"]
     assert body["degraded"] is False and body["degradation_reason"] is None and body["hybrid_leg_failed"] is None
-    assert body["vector_spaces"] == ["text"]
-    assert any("code embedding space" in note for note in body["notes"])
+    assert body["vector_spaces"] == ["text", "code"] and body["code_mode_used"] == "on"
+    assert body["notes"] == []
 
 
 def test_official_sources_are_trusted_more_than_community_ones(mcp: McpSession) -> None:
@@ -181,11 +182,15 @@ def test_search_modes_use_the_legs_they_name(mcp: McpSession) -> None:
     assert vector["results"][0]["path"] == "docs/backup.md"
 
 
-def test_code_mode_is_accepted_and_reported_honestly(mcp: McpSession) -> None:
-    for code_mode in ("on", "off", "exclusive"):
+def test_code_mode_chooses_the_vector_spaces(mcp: McpSession) -> None:
+    spaces = {"on": ["text", "code"], "off": ["text"], "exclusive": ["code"]}
+    for code_mode, expected in spaces.items():
         body = mcp.ok("search", {"query": "parse a user id", "code_mode": code_mode, "limit": 3})
-        assert body["code_mode"] == code_mode
-        assert any("no separate code embedding space" in note for note in body["notes"])
+        assert body["code_mode"] == body["code_mode_used"] == code_mode
+        assert body["vector_spaces"] == expected
+    exclusive = mcp.ok("search", {"query": "parse a user id", "code_mode": "exclusive", "mode": "vector", "limit": 5})
+    assert exclusive["results"] and all(r["code_rank"] is not None and r["vector_rank"] is None
+                                        for r in exclusive["results"])
     assert not mcp.call("search", {"query": "parse", "mode": "fts", "code_mode": "on"}).is_error
 
 
@@ -202,7 +207,6 @@ def test_advanced_search_fuses_queries_and_filters_inside_the_legs(mcp: McpSessi
                for result in body["results"])
     assert body["version_match"] == "permissive"
     assert body["filters"]["source_slug"] == {"any_of": ["sample"]}
-    assert any("version_match has no effect yet" in note for note in body["notes"])
 
     code = mcp.ok("advanced_search", {"queries": ["open a pool"], "mode": "fts",
                                       "filters": {"kind": {"any_of": ["code_repo"]}, "verified": {"none_of": [True]}}})
@@ -233,7 +237,7 @@ def test_facets_report_values_with_document_counts(mcp: McpSession) -> None:
     assert {item["value"] for item in facets["verified"]["values"]} == {True, False}
     assert {item["value"] for item in facets["language"]["values"]} == {"python"}
     assert facets["kind"]["set"] == "fixed" and facets["source_slug"]["set"] == "open"
-    assert body["not_available_yet"] == ["language_target", "sdk_dependency"]
+    assert facets["sdk_dependency"]["values"] == [] and facets["language_target"]["set"] == "open"
 
 
 def test_facets_narrow_by_facet_prefix_filters_and_limit(mcp: McpSession) -> None:
@@ -348,7 +352,7 @@ def test_list_sources_counts_documents_chunks_and_vectors(mcp: McpSession) -> No
     sample = sources["sample"]
     assert sample["display_name"] == "Sample docs" and sample["kind"] == "docs_site"
     assert sample["attribution"] == "official" and sample["documents"] == 5
-    assert sample["embeddings"] == {"text": sample["chunks"]}
+    assert sample["embeddings"]["text"] == sample["chunks"] and 0 < sample["embeddings"]["code"] < sample["chunks"]
     assert sample["last_ingested_at"] is not None
 
 
@@ -357,14 +361,17 @@ def test_status_reports_health_spaces_and_limits(mcp: McpSession) -> None:
     assert body["healthy"] is True and body["database"]["reachable"] is True
     assert body["database"]["pgvector"]
     assert body["corpus"]["sources"] == 3
-    (space,) = body["embedding_spaces"]
-    assert space["space"] == "text" and space["dimension"] == 384 and "MiniLM" in space["model"]
-    assert space["embeddings"] == body["corpus"]["chunks"] and space["pending_chunks"] == 0
-    assert space["index"]["valid"] is True and space["index"]["bytes"] > 0
+    code, text = body["embedding_spaces"]
+    assert text["space"] == "text" and text["dimension"] == 384 and "MiniLM" in text["model"]
+    assert text["embeddings"] == body["corpus"]["chunks"] and text["pending_chunks"] == 0
+    assert code["space"] == "code" and code["model"] == text["model"]  # the local model serves both spaces
+    assert 0 < code["embeddings"] < text["embeddings"] and code["pending_chunks"] == 0  # code chunks only
+    assert all(space["index"]["valid"] is True and space["index"]["bytes"] > 0 for space in (code, text))
     assert body["pending_embedding_work"] == 0
+    assert set(body["query_models"]) == {"text", "code"}
     assert body["limits"]["max_response_bytes"] == MAX_RESPONSE_BYTES
     assert body["limits"]["max_queries"] == 10 and body["limits"]["max_results"] == 50
-    assert body["reranker"]["configured"] is False and body["code_space"]["available"] is False
+    assert body["reranker"]["configured"] is False
     assert "not metered" in body["rate_limit"]
 
 
@@ -419,10 +426,22 @@ INVALID_CASES: list[tuple[str, str, dict[str, Any], str, str, str]] = [
     ("too-long rerank_instructions", "advanced_search", {"queries": ["x"], "rerank_instructions": "y" * 401},
      "LIMIT", "rerank_instructions", "at most 400 characters"),
     ("unknown facet key", "advanced_search", {"queries": ["x"], "filters": {"colour": {"any_of": ["red"]}}},
-     "INVALID", "filters.colour", "valid keys are source_slug, language, package, kind"),
-    ("facet of the versions issue", "advanced_search",
-     {"queries": ["x"], "filters": {"sdk_dependency": {"any_of": ["react"]}}}, "INVALID",
-     "filters.sdk_dependency", "not available yet"),
+     "INVALID", "filters.colour", "valid keys are source_slug, language, package, language_target"),
+    ("version rule without a rule", "advanced_search",
+     {"queries": ["x"], "filters": {"sdk_dependency": {}}}, "INVALID",
+     "filters.sdk_dependency", "needs any_of, none_of, version_satisfies"),
+    ("version range that is not a string", "advanced_search",
+     {"queries": ["x"], "filters": {"language_target": {"version_satisfies": 17}}}, "INVALID",
+     "filters.language_target.version_satisfies", "must be a string"),
+    ("unknown version rule", "advanced_search",
+     {"queries": ["x"], "filters": {"language_target": {"range": "^1"}}}, "INVALID",
+     "filters.language_target.range", "any_of and/or none_of and/or version_satisfies"),
+    ("malformed version range", "advanced_search",
+     {"queries": ["x"], "filters": {"language_target": {"version_satisfies": ">=banana"}}}, "INVALID",
+     "filters.language_target.version_satisfies", "must be a node-semver range"),
+    ("malformed version range in facets", "facets",
+     {"filters": {"sdk_dependency": {"any_of": ["react"], "version_satisfies": "1.2.3.4.5"}}}, "INVALID",
+     "filters.sdk_dependency.version_satisfies", "must be a node-semver range"),
     ("fixed facet value outside its set", "advanced_search",
      {"queries": ["x"], "filters": {"kind": {"any_of": ["wiki"]}}}, "INVALID", "filters.kind.any_of[0]",
      "'docs_site', 'code_repo', 'standalone' or 'mixed'"),
@@ -432,7 +451,7 @@ INVALID_CASES: list[tuple[str, str, dict[str, Any], str, str, str]] = [
      "INVALID", "filters.kind.all_of", "any_of and/or none_of"),
     ("empty facet rule", "advanced_search", {"queries": ["x"], "filters": {"language": {}}}, "INVALID",
      "filters.language", "needs any_of"),
-    ("unknown facet to list", "facets", {"facet": "language_target"}, "INVALID", "facet", "not available yet"),
+    ("unknown facet to list", "facets", {"facet": "colour"}, "INVALID", "facet", "must be one of"),
     ("malformed id", "get_chunk", {"chunk_id": "chunk-7"}, "INVALID", "chunk_id", "must be a UUID"),
     ("too many neighbours", "get_chunk", {"chunk_id": str(uuid.uuid4()), "before": 21}, "LIMIT", "before",
      "at most 20"),

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
 import pytest
@@ -9,10 +10,18 @@ from psycopg_pool import ConnectionPool
 from engine.embed.base import Embedder
 from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
-from engine.search import search
+from engine.search import SearchHit
+from engine.search import search as search_outcome
 from tests.corpus import write_corpus
 
 RRF_K = 60
+
+
+def search(*args: Any, **kwargs: Any) -> list[SearchHit]:
+    """The hits of a search (these tests never see a failed leg)."""
+    outcome = search_outcome(*args, **kwargs)
+    assert outcome.failed_legs == {}
+    return outcome.hits
 
 
 @pytest.fixture()

@@ -10,6 +10,12 @@ import numpy.typing as npt
 
 Vectors = npt.NDArray[np.float32]
 
+#: The general space: every chunk, prose and code.
+TEXT_SPACE = "text"
+#: Code chunks only (code files and code blocks), embedded by a code model when one is configured.
+CODE_SPACE = "code"
+SPACES = (TEXT_SPACE, CODE_SPACE)
+
 
 class Embedder(Protocol):
     """Turns texts into L2-normalised float32 vectors of a fixed dimension."""

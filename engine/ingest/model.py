@@ -50,4 +50,4 @@ class ParsedDocument:
 
 #: Bump when parsing, chunking or what a chunk is embedded as changes, so unchanged
 #: files are re-parsed (and re-embedded where their embedding input changed) once.
-PARSER_VERSION = 2
+PARSER_VERSION = 3

@@ -22,13 +22,15 @@ import numpy as np
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
-from engine.embed.base import Embedder
+from engine.embed.base import CODE_SPACE, Embedder
 from engine.errors import BusyError
 from engine.ids import uuid7
+from engine.ingest.manifests import constraints_in_manifest, manifest_directory, manifest_kind
 from engine.ingest.model import PARSER_VERSION, ParsedDocument
 from engine.ingest.parsers import ParseError, is_supported, parse_document
 from engine.ingest.parsers.packing import count_tokens
 from engine.ingest.sources import SourceSpec, document_url
+from engine.ingest.versions import VersionConstraint, constraints_in_document
 from engine.ingest.walk import FoundFile, SkippedFile, walk_tree
 
 #: Advisory-lock class for "ingesting source <id>" (the second key is the source id).
@@ -105,6 +107,12 @@ class _PendingDocument:
     content_hash: bytes
     parsed: ParsedDocument
     replaces: UUID | None  # id of the stored version this one replaces
+    constraints: list[VersionConstraint] = field(default_factory=list)
+    manifest_kind: str | None = None  # set when the file is a dependency manifest
+
+
+def _is_ingested(relative_path: str) -> bool:
+    return is_supported(relative_path) or manifest_kind(relative_path) is not None
 
 
 def _report(progress: ProgressCallback | None, state: IngestProgress, summary: IngestSummary) -> None:
@@ -124,17 +132,23 @@ def embedding_input(parsed: ParsedDocument, chunk_index: int) -> str:
     pieces) keeps the symbol's name within its module.
     """
     chunk = parsed.chunks[chunk_index]
-    if chunk.symbol_path is not None:
-        name = chunk.symbol_path.rsplit(".", 1)[-1]
-        return chunk.content if name in chunk.content else f"{name}\n{chunk.content}"
-    headings = chunk.heading_path
-    if headings and headings[0] == parsed.title:
+    return chunk_embedding_input(parsed.title, chunk.heading_path, chunk.symbol_path, chunk.content)
+
+
+def chunk_embedding_input(title: str, heading_path: Sequence[str], symbol_path: str | None, content: str) -> str:
+    """``embedding_input`` from a chunk's stored fields (what re-embedding reads back)."""
+    if symbol_path is not None:
+        name = symbol_path.rsplit(".", 1)[-1]
+        return content if name in content else f"{name}\n{content}"
+    headings = list(heading_path)
+    if headings and headings[0] == title:
         headings = headings[1:]
-    context = " > ".join((parsed.title, *headings))
-    return f"{context}\n{chunk.content}"
+    context = " > ".join((title, *headings))
+    return f"{context}\n{content}"
 
 
-def _input_hash(text: str) -> bytes:
+def input_hash(text: str) -> bytes:
+    """Key under which a vector of this embedding input is stored and reused."""
     return hashlib.sha256(text.encode("utf-8")).digest()
 
 
@@ -147,6 +161,7 @@ class Ingestor:
         self._pool = pool
         self._embedders = dict(embedders)
         self._max_file_bytes = max_file_bytes
+        self._physical_spaces: dict[str, str] = {}  # logical space -> the generation serving it
 
     def ingest(
         self,
@@ -171,7 +186,7 @@ class Ingestor:
                 pending: list[_PendingDocument] = []
                 pending_chunks = 0
                 state = IngestProgress()
-                for item in walk_tree(root, is_supported=is_supported, max_file_bytes=self._max_file_bytes):
+                for item in walk_tree(root, is_supported=_is_ingested, max_file_bytes=self._max_file_bytes):
                     state.files_seen += 1
                     state.current_path = item.relative_path
                     if progress is not None:
@@ -223,6 +238,8 @@ class Ingestor:
             """,
             {**source.model_dump(), "root": str(root)},
         ).fetchone()
+        if source.version is not None:
+            conn.execute("select quarry.set_source_version(%s, %s)", (source.slug, source.version))
         conn.commit()
         assert row is not None
         return int(row[0]), row[1], row[2]
@@ -239,12 +256,15 @@ class Ingestor:
         conn.commit()
 
     def _register_spaces(self) -> None:
+        """Find (or register) the generation serving each logical space: vectors are written there."""
         with self._pool.connection() as conn:
             for space, embedder in self._embedders.items():
-                conn.execute(
+                row = conn.execute(
                     "select quarry.ensure_embedding_space(%s, %s, %s)",
                     (space, embedder.model_name, embedder.dimension),
-                )
+                ).fetchone()
+                assert row is not None
+                self._physical_spaces[space] = str(row[0])
 
     def _stored_documents(self, source_id: int) -> dict[str, _StoredDocument]:
         with self._pool.connection() as conn:
@@ -269,8 +289,18 @@ class Ingestor:
             return None
         finally:
             summary.parse_seconds += time.perf_counter() - started
-        return _PendingDocument(item.relative_path, item.raw, content_hash, parsed,
-                                None if stored is None else stored.id)
+        document = _PendingDocument(item.relative_path, item.raw, content_hash, parsed,
+                                    None if stored is None else stored.id)
+        text = item.raw.decode("utf-8", errors="replace")
+        skipped: list[tuple[str, str]] = []
+        document.manifest_kind = manifest_kind(item.relative_path)
+        if document.manifest_kind is not None:
+            document.constraints = constraints_in_manifest(item.relative_path, text, skipped=skipped) or []
+        else:
+            document.constraints = constraints_in_document(item.relative_path, text, skipped=skipped)
+        summary.skipped.extend((f"{item.relative_path}: version constraint {what}", reason)
+                               for what, reason in skipped)
+        return document
 
     def _vectors_for(
         self, space: str, embedder: Embedder, inputs: Sequence[str], hashes: Sequence[bytes], summary: IngestSummary
@@ -294,6 +324,28 @@ class Ingestor:
                 known[hashes[index]] = fresh[position]
         return [known[h] for h in hashes]
 
+    def _space_vectors(
+        self, inputs: Sequence[str], hashes: Sequence[bytes], is_code: Sequence[bool], summary: IngestSummary
+    ) -> dict[str, dict[int, np.ndarray]]:
+        """Per physical space, a vector per chunk index it holds: every chunk, or code chunks only for code.
+
+        Spaces served by the same embedder object share its vectors: the model runs once.
+        """
+        computed: list[tuple[Embedder, dict[int, np.ndarray]]] = []
+        vectors: dict[str, dict[int, np.ndarray]] = {}
+        for space, embedder in self._embedders.items():
+            wanted = [i for i in range(len(inputs)) if space != CODE_SPACE or is_code[i]]
+            shared = next((done for owner, done in computed if owner is embedder), None)
+            if shared is not None and all(i in shared for i in wanted):
+                vectors[space] = {i: shared[i] for i in wanted}
+                continue
+            physical = self._physical_spaces[space]
+            fresh = self._vectors_for(physical, embedder, [inputs[i] for i in wanted],
+                                      [hashes[i] for i in wanted], summary)
+            vectors[space] = dict(zip(wanted, fresh, strict=True))
+            computed.append((embedder, vectors[space]))
+        return {self._physical_spaces[space]: space_vectors for space, space_vectors in vectors.items()}
+
     def _write_batch(
         self,
         source_id: int,
@@ -303,9 +355,9 @@ class Ingestor:
         summary: IngestSummary,
     ) -> None:
         inputs = [embedding_input(doc.parsed, i) for doc in documents for i in range(len(doc.parsed.chunks))]
-        hashes = [_input_hash(text) for text in inputs]
-        vectors = {space: self._vectors_for(space, embedder, inputs, hashes, summary)
-                   for space, embedder in self._embedders.items()}
+        hashes = [input_hash(text) for text in inputs]
+        is_code = [chunk.is_code for doc in documents for chunk in doc.parsed.chunks]
+        vectors = self._space_vectors(inputs, hashes, is_code, summary)
         started = time.perf_counter()
         with self._pool.connection() as conn, conn.transaction():
             replaced = [doc.replaces for doc in documents if doc.replaces is not None]
@@ -341,13 +393,14 @@ class Ingestor:
                             chunk.start_byte, chunk.end_byte, count_tokens(chunk.content),
                         ))
             conn.execute("select quarry.index_chunk_terms(%s)", (chunk_ids,))
+            self._write_versions(conn, source_id, document_ids, documents)
             with conn.cursor().copy(
                 "copy quarry.embeddings (chunk_id, space, input_hash, embedding) from stdin with (format binary)"
             ) as copy:
                 copy.set_types(["uuid", "text", "bytea", "vector"])
                 for space, space_vectors in vectors.items():
-                    for chunk_id, digest, vector in zip(chunk_ids, hashes, space_vectors, strict=True):
-                        copy.write_row((chunk_id, space, digest, vector))
+                    for index, vector in space_vectors.items():
+                        copy.write_row((chunk_ids[index], space, hashes[index], vector))
         summary.write_seconds += time.perf_counter() - started
         summary.chunks_written += len(inputs)
         for doc in documents:
@@ -355,6 +408,34 @@ class Ingestor:
                 summary.added += 1
             else:
                 summary.updated += 1
+
+    @staticmethod
+    def _write_versions(
+        conn: Connection[Any], source_id: int, document_ids: list[UUID], documents: list[_PendingDocument]
+    ) -> None:
+        """Store each document's version constraints (ranges parsed once, here) and which files are manifests."""
+        manifests = [(doc_id, doc.manifest_kind, manifest_directory(doc.path))
+                     for doc_id, doc in zip(document_ids, documents, strict=True) if doc.manifest_kind is not None]
+        if manifests:
+            conn.cursor().executemany(
+                "insert into quarry.manifests (document_id, source_id, kind, scope) values (%s, %s, %s, %s)",
+                [(doc_id, source_id, kind, scope) for doc_id, kind, scope in manifests],
+            )
+        rows = [(doc_id, c.facet, c.name or "", c.range, c.raw[:500], c.origin)
+                for doc_id, doc in zip(document_ids, documents, strict=True) for c in doc.constraints]
+        if rows:
+            conn.execute(
+                """
+                insert into quarry.version_constraints
+                    (document_id, source_id, facet, name, range_text, version_range, raw, origin)
+                select r.document_id, %s, r.facet, r.name, r.range_text, r.version_range, r.raw, r.origin
+                from unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[])
+                     as u (document_id, facet, name, range_text, raw, origin)
+                cross join lateral (select u.*, quarry.try_version_range(u.range_text) as version_range) r
+                where r.version_range is not null
+                """,
+                (source_id, *(list(column) for column in zip(*rows, strict=True))),
+            )
 
     def _finish(self, conn: Connection[Any], source_id: int, gone: Iterable[UUID], summary: IngestSummary) -> None:
         gone_ids = list(gone)

@@ -22,6 +22,8 @@ class SourceSpec(BaseModel):
     attribution: Attribution | None = None
     base_url: str | None = Field(default=None, max_length=2000)
     url_template: str | None = Field(default=None, max_length=2000)
+    #: The release a docs source is published for (a version or node-semver range, e.g. "0.17.x").
+    version: str | None = Field(default=None, min_length=1, max_length=200)
 
 
 def document_url(base_url: str | None, url_template: str | None, path: str) -> str | None:

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.facets import FIXED_FACETS, UPCOMING_FACETS, facet_values
+from engine.facets import FIXED_FACETS, facet_values
 from mcp_server.bounds import bounded_json
 from mcp_server.schemas import FacetsArgs
 from mcp_server.tools import ToolContext, ToolSpec, one_token
+from mcp_server.tools.search import check_version_ranges
 
 
 def run_facets(context: ToolContext, args: FacetsArgs) -> str:
     filters = args.filters.as_engine_filters() if args.filters is not None else None
+    check_version_ranges(context, filters)
     summaries = facet_values(context.backend.pool, [args.facet] if args.facet is not None else None,
                              filters=filters or None, prefix=args.prefix, limit=args.limit)
     facets: dict[str, dict[str, Any]] = {}
@@ -29,7 +31,6 @@ def run_facets(context: ToolContext, args: FacetsArgs) -> str:
         "facets": facets,
         "filters_applied": bool(filters),
         "counts": "documents passing the filters that have each value",
-        "not_available_yet": list(UPCOMING_FACETS),
         "truncated": False,
     }
     return bounded_json(payload, [], droppable=lists, dropped_key="omitted_values")
@@ -41,9 +42,11 @@ FACETS = ToolSpec(
     description=(
         "Valid values of each search facet with how many documents have them, most common first, so you can "
         "build advanced_search filters that match something. Open-set facets (source_slug, language, "
-        "package) list what is indexed; fixed-set facets (kind, attribution, content_type, verified, "
-        "deprecated) list every allowed value, with 0 for unused ones. Narrow with facet (one facet), prefix "
-        "(values starting with it, case-insensitive) and filters (count only documents passing them). "
+        "package, and the version facets language_target and sdk_dependency: languages and packages that "
+        "content declares versions for) list what is indexed; fixed-set facets (kind, attribution, "
+        "content_type, verified, deprecated) list every allowed value, with 0 for unused ones. Narrow with "
+        "facet (one facet), prefix (values starting with it, case-insensitive) and filters (count only "
+        "documents passing them). "
         "more_values > 0 means more values exist than returned: raise limit or use prefix."
     ),
     arguments=FacetsArgs,

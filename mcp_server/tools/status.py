@@ -32,10 +32,12 @@ _SOURCES = """
 """
 
 _SPACES = """
-    select sp.name, sp.model, sp.dimension,
+    select sp.name, sp.serves, sp.model, sp.dimension,
            (select count(*) from quarry.embeddings e where e.space = sp.name) as embeddings,
            (select count(*) from quarry.chunks c
-             where not exists (select 1 from quarry.embeddings e where e.chunk_id = c.id and e.space = sp.name))
+             -- the code space holds code chunks only; a generation being filled counts for its space
+             where (coalesce(sp.serves, regexp_replace(sp.name, '_g[0-9]+$', '')) <> 'code' or c.is_code)
+               and not exists (select 1 from quarry.embeddings e where e.chunk_id = c.id and e.space = sp.name))
              as pending_chunks,
            quarry.space_index_name(sp.name) as index_name,
            i.indisvalid as index_valid,
@@ -76,28 +78,52 @@ def run_status(context: ToolContext, _: NoArgs) -> str:
         logger.error("status: database unreachable %s", error_id, exc_info=error)
         payload |= {"healthy": False, "database": {"reachable": False, "error_id": error_id}}
         return to_json(payload)
-    pending = sum(space["pending_chunks"] for space in spaces)
+    pending = sum(space["pending_chunks"] for space in spaces if space["serves"] is not None)
     indexes_valid = all(space["index_valid"] for space in spaces) and bool(totals.get("fts_index_valid"))
     payload |= {
         "healthy": indexes_valid,
         "database": {"reachable": True, "postgres": totals.get("postgres"), "pgvector": totals.get("pgvector")},
         "corpus": {key: totals.get(key) for key in ("sources", "documents", "chunks")},
         "embedding_spaces": [
-            {"space": space["name"], "model": space["model"], "dimension": space["dimension"],
+            {"space": space["name"], "serves": space["serves"], "model": space["model"],
+             "dimension": space["dimension"],
              "embeddings": space["embeddings"], "pending_chunks": space["pending_chunks"],
              "index": {"name": space["index_name"], "valid": space["index_valid"], "bytes": space["index_bytes"]}}
             for space in spaces
         ],
         "pending_embedding_work": pending,
         "fts_index_valid": totals.get("fts_index_valid"),
-        "code_space": {"available": False, "note": "a separate code embedding space is not built yet; "
-                       "code_mode currently searches the text space"},
-        "reranker": {"configured": False, "note": "no reranker is configured; searches keep the fused order"},
+        "query_models": _query_models(context),
+        "reranker": _reranker(context),
         "limits": limits.as_dict(),
         "rate_limit": context.rate_policy.as_dict() if context.rate_policy is not None
         else "not metered on this connection (stdio, or HTTP without keys)",
     }
     return to_json(payload)
+
+
+def _query_models(context: ToolContext) -> dict[str, Any]:
+    """The model behind each embedding space's queries (what a search embeds with now)."""
+    try:
+        return {space: embedder.model_name for space, embedder in context.backend.embedders.items()}
+    except Exception as error:  # a model that cannot load is a status to report, not a failure
+        error_id = new_error_id()
+        logger.warning("status: embedders unavailable %s", error_id, exc_info=error)
+        return {"error": f"the embedding models did not load (error_id {error_id})"}
+
+
+def _reranker(context: ToolContext) -> dict[str, Any]:
+    try:
+        reranker = context.backend.reranker
+    except Exception as error:
+        error_id = new_error_id()
+        logger.warning("status: reranker unavailable %s", error_id, exc_info=error)
+        return {"configured": True, "available": False, "error_id": error_id}
+    if reranker is None:
+        return {"configured": False, "note": "no reranker is configured (set VOYAGE_API_KEY, or QUARRY_RERANKER="
+                "cross-encoder:/path/to/model); searches keep the fused order"}
+    return {"configured": True, "available": True, "model": reranker.model_name,
+            "follows_instructions": bool(getattr(reranker, "follows_instructions", True))}
 
 
 def _version() -> str:

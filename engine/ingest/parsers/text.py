@@ -13,7 +13,7 @@ from engine.ingest.parsers.packing import Block, SourceText, pack_blocks
 
 __all__ = ["TEXT_EXTENSIONS", "parse_text"]
 
-TEXT_EXTENSIONS = (".txt",)
+TEXT_EXTENSIONS = (".txt", ".compact")  # Compact has no tree-sitter grammar on PyPI yet
 
 
 def _paragraphs(source: SourceText) -> list[Block]:
