@@ -124,6 +124,14 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example: QUARRY_CODE_MODEL=voyage-code-3 quarry reembed --space code")
     reembed.add_argument("--space", choices=list(SPACES), required=True, help="the logical space to re-embed")
     reembed.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+    reindex = commands.add_parser(
+        "reindex", help="rebuild derived data (tsvectors and BM25 postings, facet counts, version constraints, "
+        "vector and text indexes) from the stored documents, chunks and vectors",
+        epilog="example: quarry reindex --only text --only facets")
+    reindex.add_argument("--only", action="append", choices=["text", "facets", "versions", "vectors"],
+                         help="rebuild only this part (repeatable; default: all)")
+    reindex.add_argument("--json", action="store_true", help="print the summary as JSON")
     return parser
 
 
@@ -184,6 +192,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             return _status(runtime)
         if args.command == "reembed":
             return _reembed(runtime, args)
+        if args.command == "reindex":
+            return _reindex(runtime, args)
         if args.command == "keys":
             return _keys(runtime, args)
     raise AssertionError(args.command)
@@ -227,6 +237,20 @@ def _reembed(runtime: Runtime, args: argparse.Namespace) -> int:
     summary = reembed_space(runtime.pool, args.space, runtime.embedders[args.space], progress=show)
     if sys.stderr.isatty() and not args.json:
         print(file=sys.stderr)
+    print(json.dumps(asdict(summary)) if args.json else summary.one_line())
+    return EXIT_OK
+
+
+def _reindex(runtime: Runtime, args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from engine.reindex import PARTS, reindex
+
+    def show(part: str) -> None:
+        if not args.json:
+            print(f"quarry: rebuilding {part}", file=sys.stderr)
+
+    summary = reindex(runtime.pool, args.only or PARTS, progress=show)
     print(json.dumps(asdict(summary)) if args.json else summary.one_line())
     return EXIT_OK
 

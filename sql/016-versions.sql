@@ -44,18 +44,19 @@ $$;
 comment on function quarry.semver_key_numbers(quarry.semver_key) is
 'Major, minor and patch of a version key (see quarry.version_key).';
 
-create or replace function quarry.compatibility_line_start(key quarry.semver_key)
+create or replace function quarry.compatibility_line_start(key quarry.semver_key, next_line boolean default false)
 returns quarry.semver_key
 language sql immutable parallel safe strict
 set search_path = quarry, pg_catalog
 as $$
     -- breaking changes come with a new major, or a new minor while the major is 0 (^ semantics)
-    select case when n[1] > 0 then quarry.semver_key(n[1], 0, 0, '0') else quarry.semver_key(0, n[2], 0, '0') end
+    select case when n[1] > 0 then quarry.semver_key(n[1] + next_line::int, 0, 0, '0')
+                else quarry.semver_key(0, n[2] + next_line::int, 0, '0') end
     from quarry.semver_key_numbers(key) n
 $$;
 
-comment on function quarry.compatibility_line_start(quarry.semver_key) is
-'The first version (X.0.0-0, or 0.Y.0-0 for 0.x) of the compatibility line a version belongs to.';
+comment on function quarry.compatibility_line_start(quarry.semver_key, boolean) is
+'The first version (X.0.0-0, or 0.Y.0-0 for 0.x) of the compatibility line a version belongs to, or of the line after it.';
 
 create or replace function quarry.compatibility_lines(versions quarry.semver_multirange)
 returns quarry.semver_multirange
@@ -68,9 +69,7 @@ as $$
                case when lower_inf(r) then null else quarry.compatibility_line_start(lower(r)) end,
                case when upper_inf(r) then null
                     when not upper_inc(r) and upper(r) = quarry.compatibility_line_start(upper(r)) then upper(r)
-                    else (select case when n[1] > 0 then quarry.semver_key(n[1] + 1, 0, 0, '0')
-                                      else quarry.semver_key(0, n[2] + 1, 0, '0') end
-                          from quarry.semver_key_numbers(upper(r)) n)
+                    else quarry.compatibility_line_start(upper(r), next_line => true)
                end, '[)')), '{}')::quarry.semver_multirange
     from unnest(versions) r
 $$;

@@ -187,3 +187,28 @@ $$;
 
 comment on function quarry.facet_values(text, jsonb, text, int) is
 'Values of one facet (null: every facet) with document counts, under a filters object and an optional case-insensitive prefix; the top lim per facet plus how many values exist. Unfiltered counts come from quarry.facet_counts.';
+
+create or replace function quarry.rebuild_facet_counts() returns bigint
+language plpgsql volatile
+set search_path = quarry, pg_catalog
+as $$
+declare
+    rows_written bigint;
+begin
+    -- the triggers keep counts current; this recomputes them from the documents themselves
+    lock table quarry.facet_counts in exclusive mode;
+    delete from quarry.facet_counts;
+    insert into quarry.facet_counts (source_id, facet, value, documents)
+    select d.source_id, f.facet, f.value, count(*)
+    from quarry.documents d
+    cross join lateral (values ('content_type', d.content_type), ('language', d.language),
+                               ('package', d.package), ('deprecated', d.deprecated::text)) f (facet, value)
+    where f.value is not null
+    group by 1, 2, 3;
+    get diagnostics rows_written = row_count;
+    return rows_written;
+end
+$$;
+
+comment on function quarry.rebuild_facet_counts() is
+'Recompute quarry.facet_counts from the documents (quarry reindex); returns the number of (source, facet, value) rows.';

@@ -450,3 +450,18 @@ def test_gist_index_serves_overlap_and_containment(pool: ConnectionPool) -> None
                from constraints"""
         ).fetchone()
     assert row is not None and row[0] == row[1] > 0
+
+
+@pytest.mark.parametrize(("versions", "widened"), [
+    (">=0.17.2 <0.18", ">=0.17.0-0 <0.18.0-0"),
+    ("^1.2.3", ">=1.0.0-0 <2.0.0-0"),
+    ("1.2.3 - 2.0.1", ">=1.0.0-0 <3.0.0-0"),
+    (">=0.16", ">=0.16.0-0"),
+    ("<0.5.1", "<0.6.0-0"),
+    ("0.15.x || 0.17.1", ">=0.15.0-0 <0.16.0-0 || >=0.17.0-0 <0.18.0-0"),
+])
+def test_compatibility_lines_widen_to_whole_lines(pool: ConnectionPool, versions: str, widened: str) -> None:
+    with pool.connection() as conn:
+        row = conn.execute("select quarry.compatibility_lines(quarry.version_range(%s)) = quarry.version_range(%s)",
+                           (versions, widened)).fetchone()
+    assert row == (True,)
