@@ -108,3 +108,7 @@ def local_embedder(model_cache: Path) -> Embedder:
     from engine.embed.local import LocalMiniLM
 
     return LocalMiniLM(model_cache)
+
+
+# npm's semver as an oracle, shared by the semver SQL and version extraction tests
+from tests.node_semver import semver_oracle  # noqa: E402, F401

@@ -8,11 +8,7 @@ Node and npm are required: without them these tests fail rather than skip.
 from __future__ import annotations
 
 import itertools
-import json
-import shutil
-import subprocess
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -22,7 +18,8 @@ from hypothesis import strategies as st
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
-ORACLE_DIR = Path(__file__).resolve().parent / "semver_oracle"
+from tests.node_semver import SemverOracle
+
 BATCH = 50  # cases per example: one oracle request and one SQL query each
 # Each example is a batch of BATCH cases. Shrinking a fixed-size batch would replay it
 # hundreds of times, so it is off: a failure lists every disagreeing case instead.
@@ -32,66 +29,6 @@ GENERATED = settings(
     phases=[Phase.explicit, Phase.reuse, Phase.generate],
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-
-
-class SemverOracle:
-    """npm's semver in a node child process, asked in batches over JSON lines."""
-
-    def __init__(self, process: subprocess.Popen[str]) -> None:
-        self._process = process
-
-    def ask(self, op: str, cases: Sequence[Sequence[str]]) -> list[Any]:
-        request = self._request({"op": op, "cases": [list(case) for case in cases]})
-        results: list[Any] = request["results"]
-        return results
-
-    def version(self) -> str:
-        return str(self._request({"op": "version"})["version"])
-
-    def _request(self, request: dict[str, Any]) -> dict[str, Any]:
-        assert self._process.stdin is not None and self._process.stdout is not None
-        self._process.stdin.write(json.dumps(request) + "\n")
-        self._process.stdin.flush()
-        line = self._process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the semver oracle exited (code {self._process.poll()})")
-        answer: dict[str, Any] = json.loads(line)
-        if "error" in answer:
-            raise RuntimeError(f"the semver oracle failed: {answer['error']}")
-        return answer
-
-
-@pytest.fixture(scope="session")
-def semver_oracle() -> Iterator[SemverOracle]:
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.fail(
-            "node and npm must be on PATH: tests/test_semver.py checks quarry's semver SQL against npm's semver"
-        )
-    # semver is pinned (its grammar tightens between minors); a bump in package.json reinstalls
-    wanted = json.loads((ORACLE_DIR / "package.json").read_text())["dependencies"]["semver"]
-    installed = ORACLE_DIR / "node_modules" / "semver" / "package.json"
-    if not installed.is_file() or json.loads(installed.read_text())["version"] != wanted:
-        subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--no-package-lock", "--loglevel=error"],
-            cwd=ORACLE_DIR,
-            check=True,
-            timeout=300,
-        )
-    process = subprocess.Popen(
-        [node, "oracle.js"], cwd=ORACLE_DIR, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        oracle = SemverOracle(process)
-        assert oracle.version() == wanted
-        yield oracle
-    finally:
-        assert process.stdin is not None
-        process.stdin.close()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 def sql_column(pool: ConnectionPool, expression: str, cases: Sequence[Sequence[str]]) -> list[Any]:

@@ -13,14 +13,8 @@ normalisation is compared on releases and prereleases alike.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 
-import platformdirs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -35,59 +29,12 @@ from engine.ingest.versions import (
     format_range,
     normalise_npm_range,
 )
-
-FIXTURES = Path(__file__).parent / "fixtures" / "versions"
-SHARED_ORACLE = Path(__file__).parent / "semver_oracle" / "node_modules"
-#: Pinned: node-semver's grammar tightens between minors (7.8 rejects "1.x.2").
-SEMVER_VERSION = "7.8.6"
+from tests.node_semver import SemverOracle
 
 
-class SemverOracle:
-    def __init__(self, process: subprocess.Popen[str]) -> None:
-        self.process = process
-
-    def _ask(self, request: object) -> list[object]:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write(json.dumps(request) + "\n")
-        self.process.stdin.flush()
-        answer: list[object] = json.loads(self.process.stdout.readline())
-        return answer
-
-    def valid_ranges(self, ranges: list[str]) -> list[str | None]:
-        return [r if isinstance(r, str) else None for r in self._ask({"valid": ranges})]
-
-    def satisfies(self, pairs: list[tuple[str, str]]) -> list[bool]:
-        return [bool(answer) for answer in self._ask({"satisfies": pairs})]
-
-
-def _semver_modules() -> Path:
-    if (SHARED_ORACLE / "semver").is_dir():
-        return SHARED_ORACLE
-    cache = Path(platformdirs.user_cache_dir("quarry-tests")) / f"semver-oracle-{SEMVER_VERSION}"
-    if not (cache / "node_modules" / "semver").is_dir():
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.fail("npm is required to install the semver oracle")
-        cache.mkdir(parents=True, exist_ok=True)
-        subprocess.run([npm, "install", "--prefix", str(cache), "--no-audit", "--no-fund", f"semver@{SEMVER_VERSION}"],
-                       check=True, capture_output=True, timeout=120)
-    return cache / "node_modules"
-
-
-@pytest.fixture(scope="module")
-def semver() -> Iterator[SemverOracle]:
-    node = shutil.which("node")
-    if node is None:
-        pytest.fail("node is required: emitted ranges are checked against npm's semver")
-    env = {**os.environ, "NODE_PATH": str(_semver_modules())}
-    process = subprocess.Popen([node, str(FIXTURES / "semver_oracle.js")], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, text=True, env=env)
-    try:
-        yield SemverOracle(process)
-    finally:
-        assert process.stdin is not None
-        process.stdin.close()
-        process.wait(timeout=10)
+@pytest.fixture()
+def semver(semver_oracle: SemverOracle) -> SemverOracle:
+    return semver_oracle
 
 
 def assert_canonical(semver: SemverOracle, ranges: list[str]) -> None:

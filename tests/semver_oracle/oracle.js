@@ -1,6 +1,6 @@
 // npm's semver as a test oracle for tests/test_semver.py: one process answers every batch.
 // Reads one JSON request per line on stdin and writes one JSON answer per line on stdout:
-//   {"op": "intersects" | "compare" | "satisfies" | "desugar", "cases": [[a, b], ...]}
+//   {"op": "intersects" | "compare" | "satisfies" | "desugar" | "valid" | "matches", "cases": [[a, b], ...]}
 //   -> {"results": [...]}, one per case: a boolean, -1/0/1, or a string (desugar), or
 //      {"error": message} where semver throws.
 //   {"op": "version"} -> {"version": "<semver package version>"}
@@ -16,6 +16,10 @@ const operations = {
   satisfies: ([version, range]) => new semver.Range(range).test(new semver.SemVer(version)),
   // the comparator sets node-semver tests: sets joined by ||, comparators by a space
   desugar: ([range]) => new semver.Range(range).range,
+  // for tests/test_versions_extract.py: node's normal form (null when invalid), and
+  // semver.satisfies as npm users call it (false, not a throw, on invalid input)
+  valid: ([range]) => semver.validRange(range),
+  matches: ([version, range]) => semver.satisfies(version, range),
 }
 
 const answer = (request) => {
