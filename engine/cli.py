@@ -53,8 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     ingest = commands.add_parser(
         "ingest", help="ingest a directory into a source (incremental)",
-        epilog="example: quarry ingest ./docs --source my-docs --kind docs_site --url-template "
-               "'https://example.com/{path_no_ext}'",
+        epilog="examples: quarry ingest ./docs --source my-docs --kind docs_site --url-template "
+               "'https://example.com/{path_no_ext}'; in CI: quarry ingest ./docs --source my-docs --since origin/main",
     )
     ingest.add_argument("path", type=Path, help="directory to ingest")
     ingest.add_argument("--source", required=True, help="source slug, e.g. postgres-docs")
@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "document that states none")
     ingest.add_argument("--wait", action="store_true",
                         help="wait for a running ingest of the source instead of failing")
+    ingest.add_argument("--since", metavar="REV",
+                        help="read only files changed since this git revision (renames, deletions, uncommitted "
+                             "and untracked files included); CI needs full history, e.g. fetch-depth: 0")
     ingest.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     search = commands.add_parser("search", help="search the corpus",
@@ -295,7 +298,10 @@ def _ingest(runtime: Runtime, args: argparse.Namespace) -> int:
                   f"({state.vectors_embedded} embedded)  {path}", end="", file=sys.stderr, flush=True)
 
     ingestor = Ingestor(runtime.pool, runtime.embedders, max_file_bytes=runtime.settings.max_file_bytes)
-    summary = ingestor.ingest(args.path, source, wait_for_lock=args.wait, progress=progress)
+    from engine.ingest.changes import changed_since
+
+    changed = None if args.since is None else changed_since(args.path, args.since)
+    summary = ingestor.ingest(args.path, source, wait_for_lock=args.wait, progress=progress, changed=changed)
     if show_progress:
         print("\r\033[K", end="", file=sys.stderr)
     if args.json:

@@ -25,6 +25,7 @@ from psycopg_pool import ConnectionPool
 from engine.embed.base import CODE_SPACE, Embedder
 from engine.errors import BusyError
 from engine.ids import uuid7
+from engine.ingest.changes import ChangeSet
 from engine.ingest.manifests import constraints_in_manifest, manifest_directory, manifest_kind
 from engine.ingest.model import PARSER_VERSION, ParsedDocument
 from engine.ingest.parsers import ParseError, is_supported, parse_document
@@ -70,10 +71,13 @@ class IngestSummary:
     embed_seconds: float = 0.0
     write_seconds: float = 0.0
     total_seconds: float = 0.0
+    since: str | None = None  # the git revision of an incremental (--since) run
+    changed_paths: int | None = None  # how many paths git reported changed since it
 
     def one_line(self) -> str:
+        scope = "" if self.since is None else f" since {self.since} ({self.changed_paths} paths changed)"
         return (
-            f"{self.source}: {self.added} added, {self.updated} updated, {self.unchanged} unchanged, "
+            f"{self.source}{scope}: {self.added} added, {self.updated} updated, {self.unchanged} unchanged, "
             f"{self.deleted} deleted, {len(self.skipped)} skipped, {len(self.failed)} failed; "
             f"{self.chunks_written} chunks, {self.vectors_embedded} embedded, "
             f"{self.vectors_reused} reused; {self.total_seconds:.1f}s "
@@ -82,7 +86,8 @@ class IngestSummary:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "source": self.source, "added": self.added, "updated": self.updated,
+            "source": self.source, "since": self.since, "changed_paths": self.changed_paths,
+            "added": self.added, "updated": self.updated,
             "unchanged": self.unchanged, "deleted": self.deleted,
             "chunks_written": self.chunks_written, "vectors_embedded": self.vectors_embedded,
             "vectors_reused": self.vectors_reused,
@@ -170,9 +175,19 @@ class Ingestor:
         *,
         wait_for_lock: bool = False,
         progress: ProgressCallback | None = None,
+        changed: ChangeSet | None = None,
     ) -> IngestSummary:
+        """Bring ``source`` in line with the tree at ``root``.
+
+        With ``changed`` (from ``changed_since``) only the paths git reported are read
+        or deleted; without it every file is compared with its stored hash.
+        """
         started = time.perf_counter()
         summary = IngestSummary(source=source.slug)
+        if changed is not None:
+            summary.since, summary.changed_paths = changed.rev, len(changed.paths)
+            if changed.touches_ignore_rules:
+                changed = None  # new ignore rules can drop or admit files git did not report
         root = root.resolve()
         if not root.is_dir():
             raise NotADirectoryError(f"not a directory: {root}")
@@ -186,7 +201,8 @@ class Ingestor:
                 pending: list[_PendingDocument] = []
                 pending_chunks = 0
                 state = IngestProgress()
-                for item in walk_tree(root, is_supported=_is_ingested, max_file_bytes=self._max_file_bytes):
+                only = None if changed is None else changed.modified
+                for item in walk_tree(root, is_supported=_is_ingested, max_file_bytes=self._max_file_bytes, only=only):
                     state.files_seen += 1
                     state.current_path = item.relative_path
                     if progress is not None:
@@ -207,8 +223,10 @@ class Ingestor:
                 if pending:
                     self._write_batch(source_id, base_url, url_template, pending, summary)
                     _report(progress, state, summary)
-                # A file that failed to parse is in `seen`: its stored version stays.
-                gone = [doc.id for path, doc in stored.items() if path not in seen]
+                # A file that failed to parse is in `seen`: its stored version stays. With `changed`
+                # the walk saw only changed files, so only the paths git reported can be gone.
+                affected = stored.keys() if changed is None else changed.paths
+                gone = [doc.id for path, doc in stored.items() if path not in seen and path in affected]
                 self._finish(lock_conn, source_id, gone, summary)
             finally:
                 lock_conn.execute("select pg_advisory_unlock(%s, %s)", (INGEST_LOCK_CLASS, source_id))
