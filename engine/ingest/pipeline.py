@@ -26,11 +26,12 @@ from engine.embed.base import CODE_SPACE, Embedder
 from engine.errors import BusyError
 from engine.ids import uuid7
 from engine.ingest.changes import ChangeSet
-from engine.ingest.manifests import constraints_in_manifest, manifest_directory, manifest_kind
+from engine.ingest.manifests import constraints_in_manifest, manifest_kind
 from engine.ingest.model import PARSER_VERSION, ParsedDocument
 from engine.ingest.parsers import ParseError, is_supported, parse_document
 from engine.ingest.parsers.packing import count_tokens
 from engine.ingest.sources import SourceSpec, document_url
+from engine.ingest.version_store import StatedVersions, store_versions
 from engine.ingest.versions import VersionConstraint, constraints_in_document
 from engine.ingest.walk import FoundFile, SkippedFile, walk_tree
 
@@ -411,7 +412,8 @@ class Ingestor:
                             chunk.start_byte, chunk.end_byte, count_tokens(chunk.content),
                         ))
             conn.execute("select quarry.index_chunk_terms(%s)", (chunk_ids,))
-            self._write_versions(conn, source_id, document_ids, documents)
+            store_versions(conn, [StatedVersions(doc_id, source_id, doc.path, doc.manifest_kind, doc.constraints)
+                                  for doc_id, doc in zip(document_ids, documents, strict=True)])
             with conn.cursor().copy(
                 "copy quarry.embeddings (chunk_id, space, input_hash, embedding) from stdin with (format binary)"
             ) as copy:
@@ -426,34 +428,6 @@ class Ingestor:
                 summary.added += 1
             else:
                 summary.updated += 1
-
-    @staticmethod
-    def _write_versions(
-        conn: Connection[Any], source_id: int, document_ids: list[UUID], documents: list[_PendingDocument]
-    ) -> None:
-        """Store each document's version constraints (ranges parsed once, here) and which files are manifests."""
-        manifests = [(doc_id, doc.manifest_kind, manifest_directory(doc.path))
-                     for doc_id, doc in zip(document_ids, documents, strict=True) if doc.manifest_kind is not None]
-        if manifests:
-            conn.cursor().executemany(
-                "insert into quarry.manifests (document_id, source_id, kind, scope) values (%s, %s, %s, %s)",
-                [(doc_id, source_id, kind, scope) for doc_id, kind, scope in manifests],
-            )
-        rows = [(doc_id, c.facet, c.name or "", c.range, c.raw[:500], c.origin)
-                for doc_id, doc in zip(document_ids, documents, strict=True) for c in doc.constraints]
-        if rows:
-            conn.execute(
-                """
-                insert into quarry.version_constraints
-                    (document_id, source_id, facet, name, range_text, version_range, raw, origin)
-                select r.document_id, %s, r.facet, r.name, r.range_text, r.version_range, r.raw, r.origin
-                from unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[])
-                     as u (document_id, facet, name, range_text, raw, origin)
-                cross join lateral (select u.*, quarry.try_version_range(u.range_text) as version_range) r
-                where r.version_range is not null
-                """,
-                (source_id, *(list(column) for column in zip(*rows, strict=True))),
-            )
 
     def _finish(self, conn: Connection[Any], source_id: int, gone: Iterable[UUID], summary: IngestSummary) -> None:
         gone_ids = list(gone)
