@@ -2,17 +2,18 @@
 
 Layout (see ../shared/data/README.md): ``corpus.jsonl`` (``_id``, ``title``, ``text``),
 ``queries.<split>.jsonl`` or ``queries.jsonl``, ``qrels/<split>.tsv`` with a header line.
-Only queries judged in the split's qrels are kept, in file order.
+Only queries judged in the split's qrels are kept, in file order. Queries and qrels are read
+by ``engine.evaluation.judgments``, the loaders ``quarry eval`` uses.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.metrics import Qrels
+from engine.evaluation.judgments import load_qrels, load_queries
+from engine.evaluation.metrics import Qrels
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,25 +48,13 @@ def _read_jsonl(path: Path) -> list[dict[str, str]]:
         return [json.loads(line) for line in lines if line.strip()]
 
 
-def read_qrels(path: Path) -> dict[str, dict[str, int]]:
-    qrels: dict[str, dict[str, int]] = {}
-    with path.open(encoding="utf-8", newline="") as rows:
-        reader = csv.reader(rows, delimiter="\t")
-        header = next(reader)
-        if header[:2] != ["query-id", "corpus-id"]:
-            raise ValueError(f"{path}: expected a 'query-id corpus-id score' header, got {header}")
-        for query_id, doc_id, score in reader:
-            qrels.setdefault(query_id, {})[doc_id] = int(score)
-    return qrels
-
-
 def load_beir(directory: Path, split: str = "test") -> BeirDataset:
-    """Load one BEIR dataset folder; raises FileNotFoundError when a part is missing."""
-    qrels = read_qrels(directory / "qrels" / f"{split}.tsv")
+    """Load one BEIR dataset folder; a missing or malformed queries / qrels file raises InvalidRequestError."""
+    qrels = load_qrels(directory / "qrels" / f"{split}.tsv")
     queries_path = directory / f"queries.{split}.jsonl"
     if not queries_path.exists():
         queries_path = directory / "queries.jsonl"
-    queries = [Query(str(row["_id"]), row["text"]) for row in _read_jsonl(queries_path) if str(row["_id"]) in qrels]
+    queries = [Query(query_id, text) for query_id, text in load_queries(queries_path).items() if query_id in qrels]
     documents = [
         Document(str(row["_id"]), row.get("title") or "", row["text"])
         for row in _read_jsonl(directory / "corpus.jsonl")

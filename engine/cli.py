@@ -1,7 +1,8 @@
 """The ``quarry`` command line.
 
 Exit codes: 0 success; 1 some files failed (ingest) or the command failed;
-2 usage or configuration error; 4 busy (another ingest of the source is running).
+2 usage or configuration error; 3 quality gate failed (eval); 4 busy (another
+ingest of the source is running).
 """
 
 from __future__ import annotations
@@ -128,6 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
     reembed.add_argument("--space", choices=list(SPACES), required=True, help="the logical space to re-embed")
     reembed.add_argument("--json", action="store_true", help="print the summary as JSON")
 
+    from engine.evaluation import EVAL_HELP, add_eval_arguments
+
+    add_eval_arguments(commands.add_parser("eval", help=EVAL_HELP))
+
     reindex = commands.add_parser(
         "reindex", help="rebuild derived data (tsvectors and BM25 postings, facet counts, version constraints, "
         "vector and text indexes) from the stored documents, chunks and vectors",
@@ -197,6 +202,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             return _reembed(runtime, args)
         if args.command == "reindex":
             return _reindex(runtime, args)
+        if args.command == "eval":
+            from engine.evaluation import run_eval
+
+            return run_eval(runtime, args)
         if args.command == "keys":
             return _keys(runtime, args)
     raise AssertionError(args.command)

@@ -1,0 +1,72 @@
+"""Retrieval quality on judged queries: the metrics, BEIR judgments, and the ``quarry eval`` gate.
+
+    quarry eval --queries FILE --qrels FILE [--min-ndcg X] [--min-mrr X] [--min-recall X] [--min-recall-100 X]
+
+A docs team keeps a few dozen judged queries next to its docs; CI ingests the change and
+runs ``quarry eval``, which exits 3 when a metric falls below its minimum.
+
+Modules: ``metrics`` (nDCG@k, MRR@k, Recall@k, as trec_eval computes them; the
+benchmarks use the same code), ``judgments`` (BEIR queries and qrels loaders that refuse
+malformed input by file and line), ``runner`` (the search loop and the report; it
+imports the search stack, so it is not re-exported here), ``command`` (the CLI).
+
+Decisions:
+
+* **What a corpus-id names.** A Quarry document is (source, path relative to the source
+  root). A qrels corpus-id is that path (``docs/indexes.md``), or ``slug:path`` when two
+  sources hold the same path; ``--doc-id stem`` matches the file name without extension
+  instead, for BEIR corpora ingested one file per document (``4983.md`` is ``4983``, as
+  ``bench/`` ingests SciFact). A hit answers to whichever form the qrels use; unjudged
+  hits stay ``slug:path``, so distinct documents are never merged. Judged ids no searched
+  document answers to are listed (``missing_documents``): a renamed page shows up there
+  rather than as an unexplained drop.
+* **Chunks to documents.** The search ranks chunks; a document takes the rank of its
+  best chunk (first occurrence), as in the benchmarks. Each query ranks ``--chunk-depth``
+  chunks (200, both legs as deep) and is searched again twice as deep until 100
+  distinct documents are filled, the corpus runs out, or 1000 chunks (the SQL limit).
+* **Which search.** ``engine.search.search``, the function the MCP tools call, with the
+  configured embedders (``Runtime().embedders``), convex fusion, ``code_mode`` on (the
+  MCP default) and the configured ``rrf_k``; ``--mode``/``--code-mode``/``--source``
+  narrow it. Queries are embedded up front, one batch per model. The figures measure
+  the fused retrieval order: the reranker, when configured, is not applied (the MCP
+  tool reranks its first 30 chunks). With a deeper chunk list the vector leg's
+  min-max normalisation spans more rows, so a top 10 can differ slightly from the MCP
+  tool's (which ranks 50 candidates); the same holds for bench/quality.py, whose
+  figures these match.
+* **Scoring.** Queries with at least one judgment > 0 are scored (trec_eval skips the
+  rest); a judged query missing from the queries file is an error, a query without
+  judgments is ignored (both counted in the notes). Means are rounded to 4 decimals,
+  and the rounded value is what the gate compares, so the printed figure decides.
+"""
+
+from engine.evaluation.command import EVAL_HELP, EXIT_GATE_FAILED, add_eval_arguments, run_eval
+from engine.evaluation.judgments import load_qrels, load_queries
+from engine.evaluation.metrics import (
+    METRICS,
+    Qrels,
+    Run,
+    evaluate,
+    first_occurrences,
+    ndcg_at_k,
+    per_query,
+    recall_at_k,
+    reciprocal_rank_at_k,
+)
+
+__all__ = [
+    "EVAL_HELP",
+    "EXIT_GATE_FAILED",
+    "METRICS",
+    "Qrels",
+    "Run",
+    "add_eval_arguments",
+    "evaluate",
+    "first_occurrences",
+    "load_qrels",
+    "load_queries",
+    "ndcg_at_k",
+    "per_query",
+    "recall_at_k",
+    "reciprocal_rank_at_k",
+    "run_eval",
+]
