@@ -47,3 +47,16 @@ $$;
 
 comment on function quarry.chunk_allowed(jsonb, text, text, text, boolean) is
 'Whether a chunk passes the chunk-level facets (content_type, language, package, deprecated of document or source).';
+
+create or replace function quarry.has_chunk_rules(filters jsonb)
+returns boolean
+language sql immutable parallel safe
+set search_path = pg_catalog
+as $$
+    -- source-level facets are settled once per search (quarry.filtered_source_ids); only
+    -- the others need a per-chunk check
+    select coalesce(filters - array['source_slug', 'kind', 'attribution', 'verified'] <> '{}'::jsonb, false)
+$$;
+
+comment on function quarry.has_chunk_rules(jsonb) is
+'Whether a filters object has rules a chunk must be checked against (beyond its source''s facets).';

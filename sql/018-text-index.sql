@@ -199,6 +199,7 @@ as $$
     with allowed_sources as materialized (  -- evaluated once, not once per posting
         select * from quarry.filtered_source_ids(filters) where filters is not null
     ),
+    chunk_rules as materialized (select quarry.has_chunk_rules(filters) as present),
     terms as materialized (
         -- double precision throughout: numeric ln per posting cost more than the index scans
         select t.id, quarry.bm25_idf(s.chunk_count, t.chunk_frequency) as idf
@@ -208,16 +209,21 @@ as $$
     contributions as (
         select p.chunk_id, terms.idf * p.impact as part
         from terms
+        cross join chunk_rules
         cross join lateral (
             select p.chunk_id, p.impact
             from quarry.text_postings p
             where p.term_id = terms.id
-              and (filters is null or exists (
-                  select 1 from quarry.chunks c join allowed_sources s on s.id = c.source_id
+              -- a per-posting check (scalar subquery): as EXISTS the planner would join
+              -- every chunk to the filter before reading the impact-ordered postings
+              and (filters is null or coalesce((
+                  select true from quarry.chunks c join allowed_sources s on s.id = c.source_id
                   where c.id = p.chunk_id
-                    and quarry.chunk_allowed(filters, c.content_type, c.language, c.package,
-                                             c.deprecated or s.deprecated)
-                    and quarry.version_allows(filters, c.document_id)))
+                    and (not chunk_rules.present
+                         or (quarry.chunk_allowed(filters, c.content_type, c.language, c.package,
+                                                  c.deprecated or s.deprecated)
+                             and quarry.version_allows(filters, c.document_id)))
+                  limit 1), false))
             order by p.impact desc
             limit per_term_depth
         ) p
