@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, get_args
 
 from engine.embed.base import SPACES
-from engine.errors import BusyError, QuarryError
+from engine.errors import BusyError, QuarryError, UnavailableError
 from engine.ingest.sources import Attribution, SourceKind
+from engine.jobs import JobCancelledError
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
@@ -140,6 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
     reindex.add_argument("--only", action="append", choices=["text", "facets", "versions", "vectors"],
                          help="rebuild only this part (repeatable; default: all)")
     reindex.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+    from engine.jobs_cli import add_jobs_arguments
+
+    add_jobs_arguments(commands)
     return parser
 
 
@@ -155,6 +160,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BusyError as error:
         print(f"quarry: busy: {error}", file=sys.stderr)
         return EXIT_BUSY
+    except JobCancelledError as error:
+        print(f"quarry: cancelled: {error}; what it wrote is kept (quarry jobs retry ID finishes it)",
+              file=sys.stderr)
+        return EXIT_FAILED
+    except UnavailableError as error:  # a database or model provider down: not the caller's mistake
+        print(f"quarry: unavailable: {error}", file=sys.stderr)
+        return EXIT_FAILED
     except (QuarryError, NotADirectoryError, ValueError) as error:
         print(f"quarry: error: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -206,6 +218,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             from engine.evaluation import run_eval
 
             return run_eval(runtime, args)
+        if args.command == "jobs":
+            from engine.jobs_cli import run_jobs
+
+            return run_jobs(runtime, args)
         if args.command == "keys":
             return _keys(runtime, args)
     raise AssertionError(args.command)
@@ -256,13 +272,14 @@ def _reembed(runtime: Runtime, args: argparse.Namespace) -> int:
 def _reindex(runtime: Runtime, args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from engine.reindex import PARTS, reindex
+    from engine.jobs_cli import reindex_as_job
+    from engine.reindex import PARTS
 
     def show(part: str) -> None:
         if not args.json:
             print(f"quarry: rebuilding {part}", file=sys.stderr)
 
-    summary = reindex(runtime.pool, args.only or PARTS, progress=show)
+    summary = reindex_as_job(runtime.pool, args.only or PARTS, progress=show)
     print(json.dumps(asdict(summary)) if args.json else summary.one_line())
     return EXIT_OK
 

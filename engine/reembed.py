@@ -7,6 +7,9 @@ chunk the space covers has a new vector, one short transaction makes the new
 generation serve (``quarry.switch_space_generation``), and the old one is dropped.
 Chunks an ingest adds meanwhile are picked up before the switch: the switch checks,
 under a lock that holds off chunk writes, that nothing is missing.
+
+Each run is recorded as a job (kind ``reembed``, ``engine.jobs``); a cancel stops it
+between batches, leaving the new generation to be finished by a retry.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from psycopg_pool import ConnectionPool
 
 from engine.embed.base import CODE_SPACE, Embedder
 from engine.ingest.pipeline import chunk_embedding_input, input_hash
+from engine.jobs import JobRun
 
 BATCH_CHUNKS = 256
 
@@ -60,6 +64,24 @@ def reembed_space(
     *,
     batch_chunks: int = BATCH_CHUNKS,
     progress: Callable[[int], None] | None = None,
+    job: JobRun | None = None,
+) -> ReembedSummary:
+    """Fill a new generation of ``space`` with ``embedder``'s vectors and make it serve; ``job``: a claimed job."""
+    with job or JobRun.create(pool, "reembed", None, {"space": space}) as run:
+        run.start()
+
+        def batch_done(embedded: int) -> None:
+            if progress is not None:
+                progress(embedded)
+            run.progress({"embedded": embedded})  # stops here when cancelled
+
+        summary = _reembed(pool, space, embedder, batch_chunks, batch_done)
+        run.succeed({"embedded": summary.embedded, "already_current": int(summary.already_current)})
+    return summary
+
+
+def _reembed(
+    pool: ConnectionPool, space: str, embedder: Embedder, batch_chunks: int, progress: Callable[[int], None]
 ) -> ReembedSummary:
     started = time.perf_counter()
     with pool.connection() as conn:
@@ -73,8 +95,7 @@ def reembed_space(
     summary = ReembedSummary(space, embedder.model_name, str(generation_row[0]))
     while True:
         while _fill_batch(pool, space, summary, embedder, batch_chunks):
-            if progress is not None:
-                progress(summary.embedded)
+            progress(summary.embedded)
         with pool.connection() as conn, conn.transaction():
             # SHARE mode holds off ingestion's chunk writes (not searches) for this short check
             conn.execute("lock table quarry.chunks in share mode")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace
 from importlib import metadata
 from typing import Any
 
@@ -60,6 +61,8 @@ dependency is down: retry later), INTERNAL (a bug: quote error_id)."""
 
 _READ_ONLY = types.ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
                                    open_world_hint=False)
+_CHANGES_STATE = types.ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+                                       open_world_hint=False)
 
 
 def build_server(backend: Backend, *, limiter: RateLimiter | None = None) -> Server[Any]:
@@ -68,7 +71,8 @@ def build_server(backend: Backend, *, limiter: RateLimiter | None = None) -> Ser
     context = ToolContext(backend, limiter.policy if limiter is not None else None)
     catalogue = [
         types.Tool(name=spec.name, title=spec.title, description=spec.description,
-                   input_schema=spec.arguments.model_json_schema(), annotations=_READ_ONLY)
+                   input_schema=spec.arguments.model_json_schema(),
+                   annotations=_READ_ONLY if spec.read_only else _CHANGES_STATE)
         for spec in specs.values()
     ]
 
@@ -84,7 +88,8 @@ def build_server(backend: Backend, *, limiter: RateLimiter | None = None) -> Ser
             caller = caller_of(ctx.request)
             if caller is not None and limiter is not None:
                 await anyio.to_thread.run_sync(limiter.charge, caller, spec.cost(arguments))
-            text = await anyio.to_thread.run_sync(spec.run, context, arguments)
+            call_context = context if caller is None else replace(context, caller=caller)
+            text = await anyio.to_thread.run_sync(spec.run, call_context, arguments)
         except Exception as error:  # the boundary: whatever happened, the client gets the envelope
             return failure(classify(error, spec.name))
         return success(text)

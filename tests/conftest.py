@@ -80,7 +80,7 @@ def migrated_url(server_url: str) -> str:
 def database_url(migrated_url: str) -> str:
     """The migrated test database, emptied of corpus data before each test."""
     with psycopg.connect(migrated_url, autocommit=True) as conn:
-        conn.execute("truncate quarry.sources, quarry.embedding_spaces cascade")
+        conn.execute("truncate quarry.sources, quarry.embedding_spaces, quarry.jobs cascade")
     return migrated_url
 
 

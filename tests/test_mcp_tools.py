@@ -101,11 +101,12 @@ def _is_uuid(text: Any) -> bool:
 def test_lists_every_tool_with_a_closed_schema_and_llm_guidance(mcp: McpSession) -> None:
     tools = {tool.name: tool for tool in mcp.list_tools()}
     assert set(tools) == {"search", "advanced_search", "facets", "get_document", "get_chunk",
-                          "read_document_bytes", "list_sources", "status"}
+                          "read_document_bytes", "list_sources", "status", "jobs"}
     for tool in tools.values():
         assert tool.input_schema["additionalProperties"] is False
         assert tool.description and len(tool.description) > 80
-        assert tool.annotations is not None and tool.annotations.read_only_hint
+        assert tool.annotations is not None
+        assert tool.annotations.read_only_hint is (tool.name != "jobs")  # jobs can cancel and queue retries
     assert tools["search"].input_schema["properties"]["limit"]["maximum"] == 50
     filters = tools["advanced_search"].input_schema["$defs"]["Filters"]
     assert set(filters["properties"]) == {"source_slug", "language", "package", "language_target", "sdk_dependency",

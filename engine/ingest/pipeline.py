@@ -34,6 +34,7 @@ from engine.ingest.sources import SourceSpec, document_url
 from engine.ingest.version_store import StatedVersions, store_versions
 from engine.ingest.versions import VersionConstraint, constraints_in_document
 from engine.ingest.walk import FoundFile, SkippedFile, walk_tree
+from engine.jobs import JobRun
 
 #: Advisory-lock class for "ingesting source <id>" (the second key is the source id).
 INGEST_LOCK_CLASS = 0x5149  # "QI"
@@ -128,6 +129,25 @@ def _report(progress: ProgressCallback | None, state: IngestProgress, summary: I
         progress(state)
 
 
+def _start_job(pool: ConnectionPool, job: JobRun | None, root: Path, source: SourceSpec, wait_for_lock: bool,
+               since: str | None) -> JobRun:
+    """The job this ingest runs as (``job`` when a worker claimed a queued one), started."""
+    arguments = {"path": str(root), "source": source.model_dump(exclude_none=True), "wait": wait_for_lock,
+                  "since": since}
+    run = job or JobRun.create(pool, "ingest", source.slug, arguments)
+    run.start()
+    return run
+
+
+def _job_counts(state: IngestProgress | None, summary: IngestSummary) -> dict[str, int]:
+    """What a job row shows: progress after a batch (with ``state``), final counts without."""
+    counts = {"added": summary.added, "updated": summary.updated, "unchanged": summary.unchanged,
+              "deleted": summary.deleted, "chunks_written": summary.chunks_written,
+              "vectors_embedded": summary.vectors_embedded, "vectors_reused": summary.vectors_reused,
+              "skipped": len(summary.skipped), "failed": len(summary.failed)}
+    return counts if state is None else {"files_seen": state.files_seen, **counts}
+
+
 def embedding_input(parsed: ParsedDocument, chunk_index: int) -> str:
     """The text a chunk is embedded as: its content with the context a reader would see.
 
@@ -177,11 +197,13 @@ class Ingestor:
         wait_for_lock: bool = False,
         progress: ProgressCallback | None = None,
         changed: ChangeSet | None = None,
+        job: JobRun | None = None,
     ) -> IngestSummary:
         """Bring ``source`` in line with the tree at ``root``.
 
         With ``changed`` (from ``changed_since``) only the paths git reported are read
         or deleted; without it every file is compared with its stored hash.
+        The run is recorded as a job (``engine.jobs``), or runs as ``job`` when given.
         """
         started = time.perf_counter()
         summary = IngestSummary(source=source.slug)
@@ -195,7 +217,9 @@ class Ingestor:
         with self._pool.connection() as lock_conn:
             source_id, base_url, url_template = self._upsert_source(lock_conn, source, root)
             self._lock_source(lock_conn, source_id, source.slug, wait_for_lock)
+            run: JobRun | None = None
             try:
+                run = _start_job(self._pool, job, root, source, wait_for_lock, summary.since)
                 self._register_spaces()
                 stored = self._stored_documents(source_id)
                 seen: set[str] = set()
@@ -221,18 +245,25 @@ class Ingestor:
                         self._write_batch(source_id, base_url, url_template, pending, summary)
                         pending, pending_chunks = [], 0
                         _report(progress, state, summary)
+                        run.progress(_job_counts(state, summary))  # stops here when cancelled
                 if pending:
                     self._write_batch(source_id, base_url, url_template, pending, summary)
                     _report(progress, state, summary)
+                    run.progress(_job_counts(state, summary))
                 # A file that failed to parse is in `seen`: its stored version stays. With `changed`
                 # the walk saw only changed files, so only the paths git reported can be gone.
                 affected = stored.keys() if changed is None else changed.paths
                 gone = [doc.id for path, doc in stored.items() if path not in seen and path in affected]
                 self._finish(lock_conn, source_id, gone, summary)
+            except BaseException as error:
+                if run is not None:
+                    run.end_with(error, _job_counts(None, summary), summary.failed)
+                raise
             finally:
                 lock_conn.execute("select pg_advisory_unlock(%s, %s)", (INGEST_LOCK_CLASS, source_id))
                 lock_conn.commit()
         summary.total_seconds = time.perf_counter() - started
+        run.succeed(_job_counts(None, summary), summary.failed)
         return summary
 
     # -- steps ---------------------------------------------------------------
@@ -431,25 +462,40 @@ class Ingestor:
 
     def _finish(self, conn: Connection[Any], source_id: int, gone: Iterable[UUID], summary: IngestSummary) -> None:
         gone_ids = list(gone)
+        # One transaction, BM25 rebuild included: a run killed before it commits leaves
+        # last_ingested_at as it was, so the rerun still sees (and rebuilds for) every
+        # chunk written since the last completed ingest.
         with conn.transaction():
             if gone_ids:
                 conn.execute("select quarry.delete_documents(%s)", (gone_ids,))
+            rebuild = self._text_index_needs_rebuild(conn, source_id)
             conn.execute("update quarry.documents set checked_at = now() where source_id = %s", (source_id,))
             conn.execute("update quarry.sources set last_ingested_at = now() where id = %s", (source_id,))
+            if rebuild:
+                started = time.perf_counter()
+                conn.execute("select quarry.rebuild_text_index()")
+                summary.write_seconds += time.perf_counter() - started
         summary.deleted += len(gone_ids)
-        self._refresh_text_index_after_growth(conn, summary)
 
     @staticmethod
-    def _refresh_text_index_after_growth(conn: Connection[Any], summary: IngestSummary) -> None:
-        # BM25 impacts use the average chunk length known when each batch was written.
-        # When this run wrote most of the corpus (a first ingest), early batches saw an
-        # unrepresentative average, so recompute every impact once from the final one.
-        row = conn.execute("select chunk_count from quarry.text_stats").fetchone()
-        if row is not None and summary.chunks_written * 2 > int(row[0]) > 0:
-            started = time.perf_counter()
-            with conn.transaction():
-                conn.execute("select quarry.rebuild_text_index()")
-            summary.write_seconds += time.perf_counter() - started
+    def _text_index_needs_rebuild(conn: Connection[Any], source_id: int) -> bool:
+        """Whether the chunks written since the source's last completed ingest are most of the corpus.
+
+        BM25 impacts use the average chunk length known when each batch was written; after
+        a first ingest, early batches saw an unrepresentative average, so every impact is
+        recomputed once from the final one. Counted from the documents rather than from this
+        run, so the chunks an interrupted run wrote before this one finished its work count too.
+        """
+        row = conn.execute(
+            """
+            select (select count(*) from quarry.chunks c join quarry.documents d on d.id = c.document_id
+                    where d.source_id = s.id and d.changed_at > coalesce(s.last_ingested_at, '-infinity')),
+                   (select t.chunk_count from quarry.text_stats t)
+            from quarry.sources s where s.id = %s
+            """,
+            (source_id,),
+        ).fetchone()
+        return row is not None and int(row[0]) * 2 > int(row[1]) > 0
 
 
 

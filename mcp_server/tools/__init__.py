@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic
 
+from engine.api_keys import Scope, VerifiedKey
 from mcp_server.backend import Backend
 from mcp_server.ratelimit import RatePolicy
 from mcp_server.schemas import ArgsT
@@ -18,10 +19,23 @@ from mcp_server.schemas import ArgsT
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
-    """What a tool may use: the backend, and the rate policy to report (None when not metered)."""
+    """What a tool may use: the backend, the rate policy to report (None when not metered), and the caller.
+
+    ``caller`` is the API key of an HTTP request; None on stdio and in ``--no-auth`` mode,
+    where whoever reaches the server owns it.
+    """
 
     backend: Backend
     rate_policy: RatePolicy | None = None
+    caller: VerifiedKey | None = None
+
+    def require_scope(self, scope: Scope, action: str) -> None:
+        """Raise UNAUTHORIZED unless the caller may do ``action`` (no key: the local owner may)."""
+        if self.caller is not None and not self.caller.allows(scope):
+            from mcp_server.envelope import ToolFailure
+
+            raise ToolFailure("UNAUTHORIZED", f"{action} needs an API key with the {scope!r} scope; "
+                              f"this key has {', '.join(self.caller.scopes)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +46,8 @@ class ToolSpec(Generic[ArgsT]):
     arguments: type[ArgsT]
     run: Callable[[ToolContext, ArgsT], str]
     cost: Callable[[ArgsT], int]
+    #: False for a tool that can change state (e.g. cancel a job): clients see it in the annotations.
+    read_only: bool = True
 
 
 def one_token(_: Any) -> int:
@@ -41,7 +57,9 @@ def one_token(_: Any) -> int:
 def all_tools() -> list[ToolSpec[Any]]:
     from mcp_server.tools.documents import GET_CHUNK, GET_DOCUMENT, READ_DOCUMENT_BYTES
     from mcp_server.tools.facets import FACETS
+    from mcp_server.tools.jobs import JOBS
     from mcp_server.tools.search import ADVANCED_SEARCH, SEARCH
     from mcp_server.tools.status import LIST_SOURCES, STATUS
 
-    return [SEARCH, ADVANCED_SEARCH, FACETS, GET_DOCUMENT, GET_CHUNK, READ_DOCUMENT_BYTES, LIST_SOURCES, STATUS]
+    return [SEARCH, ADVANCED_SEARCH, FACETS, GET_DOCUMENT, GET_CHUNK, READ_DOCUMENT_BYTES, LIST_SOURCES, STATUS,
+            JOBS]
