@@ -145,6 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
     from engine.jobs_cli import add_jobs_arguments
 
     add_jobs_arguments(commands)
+
+    from engine.vectors_cli import add_vectors_arguments
+
+    add_vectors_arguments(commands)
     return parser
 
 
@@ -222,6 +226,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             from engine.jobs_cli import run_jobs
 
             return run_jobs(runtime, args)
+        if args.command == "vectors":
+            from engine.vectors_cli import run_vectors
+
+            return run_vectors(runtime, args)
         if args.command == "keys":
             return _keys(runtime, args)
     raise AssertionError(args.command)

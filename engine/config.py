@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     provider_concurrency: int = Field(default=4, ge=1, le=64)
     breaker_failures: int = Field(default=5, ge=1)
     breaker_cool_down_s: float = Field(default=30.0, ge=0)
+    #: When on, searching a source needs a suggest_query_params call for it within the TTL (FLOW_GATE).
+    flow_gate: bool = False
+    flow_gate_ttl_s: float = Field(default=600.0, gt=0)
 
     @property
     def model_dir(self) -> Path:

@@ -23,9 +23,10 @@ import psycopg_pool
 
 from engine.errors import QuarryError
 
-ErrorCode = Literal["INVALID", "NOT_FOUND", "LIMIT", "RATE_LIMITED", "UNAUTHORIZED", "UNAVAILABLE", "INTERNAL"]
+ErrorCode = Literal["INVALID", "NOT_FOUND", "LIMIT", "RATE_LIMITED", "UNAUTHORIZED", "UNAVAILABLE", "INTERNAL",
+                   "FLOW_GATE"]
 ERROR_CODES: tuple[ErrorCode, ...] = (
-    "INVALID", "NOT_FOUND", "LIMIT", "RATE_LIMITED", "UNAUTHORIZED", "UNAVAILABLE", "INTERNAL",
+    "INVALID", "NOT_FOUND", "LIMIT", "RATE_LIMITED", "UNAUTHORIZED", "UNAVAILABLE", "INTERNAL", "FLOW_GATE",
 )
 
 logger = logging.getLogger("quarry.mcp")

@@ -9,6 +9,7 @@ gate so load balancers can probe it without a key.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import anyio.to_thread
@@ -25,6 +26,7 @@ from mcp_server.backend import Backend
 from mcp_server.limits import MAX_REQUEST_BYTES
 from mcp_server.ratelimit import RateLimiter, RatePolicy
 from mcp_server.server import build_server, warm_up
+from mcp_server.tools import ToolSpec
 
 MCP_PATH = "/mcp"
 HEALTH_PATH = "/healthz"
@@ -54,10 +56,11 @@ class HealthCheck:
         return True
 
 
-def build_http_app(backend: Backend, policy: AccessPolicy, rate_policy: RatePolicy | None = None) -> ASGIApp:
+def build_http_app(backend: Backend, policy: AccessPolicy, rate_policy: RatePolicy | None = None,
+                   tools: Sequence[ToolSpec[Any]] | None = None) -> ASGIApp:
     """The ASGI app: ``/healthz``, then the gate, then MCP at ``/mcp``. Keys are metered by ``rate_policy``."""
     limiter = RateLimiter(backend.pool, rate_policy or RatePolicy()) if policy.require_key else None
-    server = build_server(backend, limiter=limiter)
+    server = build_server(backend, limiter=limiter, tools=tools)
     mcp_app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         stateless_http=True,

@@ -196,6 +196,10 @@ class AdvancedSearchArgs(BaseModel):
     version_match: VersionMatchMode = Field(
         default="permissive", description="strict: drop results whose version constraints do not match; "
         "permissive: keep them, ranked lower.")
+    preset: Literal["fast", "detailed", "full"] = Field(
+        default="detailed", description="fast: no reranking, light results (no confidence_factors or per-leg "
+        "ranks, content cut to 500 characters); detailed: every field; full: detailed plus each result's "
+        "neighbouring chunks.")
 
     @field_validator("code_mode")
     @classmethod

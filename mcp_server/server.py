@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from dataclasses import replace
 from importlib import metadata
 from typing import Any
@@ -26,9 +27,10 @@ from engine.embed.base import TEXT_SPACE
 from mcp_server.auth import caller_of
 from mcp_server.backend import Backend
 from mcp_server.envelope import ToolFailure, classify, failure, success
+from mcp_server.flow_gate import FlowGate
 from mcp_server.ratelimit import RateLimiter
 from mcp_server.schemas import parse_arguments
-from mcp_server.tools import ToolContext, all_tools
+from mcp_server.tools import ToolContext, ToolSpec, all_tools
 
 logger = logging.getLogger("quarry.mcp")
 
@@ -65,9 +67,15 @@ _CHANGES_STATE = types.ToolAnnotations(read_only_hint=False, destructive_hint=Fa
                                        open_world_hint=False)
 
 
-def build_server(backend: Backend, *, limiter: RateLimiter | None = None) -> Server[Any]:
-    """The MCP server for ``backend``; ``limiter`` meters callers that authenticated with a key."""
-    specs = {spec.name: spec for spec in all_tools()}
+def build_server(backend: Backend, *, limiter: RateLimiter | None = None,
+                 tools: Sequence[ToolSpec[Any]] | None = None) -> Server[Any]:
+    """The MCP server for ``backend``; ``limiter`` meters callers that authenticated with a key.
+
+    ``tools`` defaults to every tool, behind the flow gate the settings configure.
+    """
+    if tools is None:
+        tools = FlowGate.from_settings(backend.settings).wrap(all_tools())
+    specs = {spec.name: spec for spec in tools}
     context = ToolContext(backend, limiter.policy if limiter is not None else None)
     catalogue = [
         types.Tool(name=spec.name, title=spec.title, description=spec.description,

@@ -14,6 +14,7 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
+from engine import api_keys
 from engine.config import Settings
 from engine.db import READER_ROLE, open_pool
 from engine.embed.base import CODE_SPACE, SPACES, Embedder, Vectors
@@ -32,11 +33,8 @@ from engine.jobs import (
 from engine.jobs_cli import add_jobs_arguments, reindex_as_job, run_jobs
 from engine.reembed import reembed_space
 from engine.runtime import Runtime
-from mcp_server import server as mcp_server_module
 from mcp_server.auth import AccessPolicy
 from mcp_server.http_app import build_http_app
-from mcp_server.tools import all_tools
-from mcp_server.tools.jobs import JOBS
 from tests.corpus import write_corpus
 from tests.mcp_harness import McpSession, StaticBackend, http_transport, mcp_session, serving
 from tests.test_ingest_crash import StandIn, _write_big_corpus
@@ -266,10 +264,8 @@ def test_the_read_only_role_can_cancel_and_queue_retries_but_write_nothing_else(
 
 
 @pytest.fixture()
-def jobs_mcp(jobs_pool: ConnectionPool, reader_pool: ConnectionPool, migrated_url: str,
-             monkeypatch: pytest.MonkeyPatch) -> Iterator[McpSession]:
-    """The HTTP app, as the read-only role, with the ``jobs`` tool added to the catalogue."""
-    monkeypatch.setattr(mcp_server_module, "all_tools", lambda: [*all_tools(), JOBS])
+def jobs_mcp(jobs_pool: ConnectionPool, reader_pool: ConnectionPool, migrated_url: str) -> Iterator[McpSession]:
+    """The HTTP app as the read-only role."""
     backend = StaticBackend(Settings(database_url=migrated_url), reader_pool)
     app = build_http_app(backend, AccessPolicy.for_bind("127.0.0.1", no_auth=True))
     with serving(app) as url, mcp_session(http_transport(url + "/mcp")) as session:
@@ -328,3 +324,22 @@ def test_the_mcp_jobs_tool_rejects_bad_arguments(
 ) -> None:
     error = jobs_mcp.call("jobs", arguments).error
     assert error["code"] == code and [problem["path"] for problem in error["problems"]] == [path]
+
+
+def test_cancel_and_retry_need_an_admin_key(jobs_pool: ConnectionPool, reader_pool: ConnectionPool,
+                                            migrated_url: str) -> None:
+    job = JobRun.create(jobs_pool, "ingest", SOURCE.slug, {"path": "/srv/docs", "source": {"slug": "jobs-test"}})
+    search_key = api_keys.create_key(jobs_pool, f"jobs-search-{uuid.uuid4().hex[:8]}", ["search"])
+    admin_key = api_keys.create_key(jobs_pool, f"jobs-admin-{uuid.uuid4().hex[:8]}", ["admin"])
+    backend = StaticBackend(Settings(database_url=migrated_url), reader_pool)
+    app = build_http_app(backend, AccessPolicy.for_bind("127.0.0.1", no_auth=False))
+    with serving(app) as url:
+        for key, allowed in ((search_key, False), (admin_key, True)):
+            headers = {"Authorization": f"Bearer {key.secret}"}
+            with mcp_session(http_transport(url + "/mcp", headers)) as session:
+                assert not session.call("jobs", {"action": "list"}).is_error
+                reply = session.call("jobs", {"action": "cancel", "job_id": str(job.id)})
+                if allowed:
+                    assert reply.body["status"] == "cancelled"
+                else:
+                    assert reply.error["code"] == "UNAUTHORIZED" and "admin" in reply.error["message"]

@@ -257,23 +257,23 @@ def test_hybrid_search_falls_back_to_keywords_when_the_embedder_fails(
 # --- failures the client sees only as codes ------------------------------------------------------------------------
 
 
-class _BrokenSettings:
-    """A backend with a programming error in it: reading its settings raises."""
+class _BrokenPool:
+    """A backend with a programming error in it: reading its pool (which every search does) raises."""
 
-    def __init__(self, pool: ConnectionPool, embedders: Mapping[str, Embedder]) -> None:
-        self.pool = pool
+    def __init__(self, settings: Settings, embedders: Mapping[str, Embedder]) -> None:
+        self.settings = settings
         self.embedders = embedders
         self.reranker = None
 
     @property
-    def settings(self) -> Settings:
+    def pool(self) -> ConnectionPool:
         raise RuntimeError("secret internal detail /etc/quarry.conf")
 
 
 def test_an_unexpected_error_reaches_the_client_only_as_internal_with_an_id(
     backend: StaticBackend, caplog: pytest.LogCaptureFixture
 ) -> None:
-    broken = _BrokenSettings(backend.pool, backend.embedders)
+    broken = _BrokenPool(backend.settings, backend.embedders)
     app = build_http_app(broken, AccessPolicy.for_bind("127.0.0.1", no_auth=True))
     with serving(app) as url, mcp_session(http_transport(url + "/mcp")) as session:
         reply = session.call("search", {"query": "partial index", "mode": "fts"})

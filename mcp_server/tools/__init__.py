@@ -55,11 +55,19 @@ def one_token(_: Any) -> int:
 
 
 def all_tools() -> list[ToolSpec[Any]]:
+    from mcp_server.tools.count import COUNT
     from mcp_server.tools.documents import GET_CHUNK, GET_DOCUMENT, READ_DOCUMENT_BYTES
     from mcp_server.tools.facets import FACETS
+    from mcp_server.tools.guided import GUIDED_QUERY
     from mcp_server.tools.jobs import JOBS
+    from mcp_server.tools.query_documents import QUERY_DOCUMENTS
+    from mcp_server.tools.routing import ROUTE_SOURCES
     from mcp_server.tools.search import ADVANCED_SEARCH, SEARCH
     from mcp_server.tools.status import LIST_SOURCES, STATUS
+    from mcp_server.tools.suggest import SUGGEST_QUERY_PARAMS
+    from mcp_server.tools.urls import GENERATE_URLS
+    from mcp_server.tools.vectors import VECTOR_ADD, VECTOR_COUNT, VECTOR_DELETE, VECTOR_SEARCH
 
     return [SEARCH, ADVANCED_SEARCH, FACETS, GET_DOCUMENT, GET_CHUNK, READ_DOCUMENT_BYTES, LIST_SOURCES, STATUS,
-            JOBS]
+            COUNT, QUERY_DOCUMENTS, GENERATE_URLS, ROUTE_SOURCES, SUGGEST_QUERY_PARAMS, GUIDED_QUERY, JOBS,
+            VECTOR_ADD, VECTOR_SEARCH, VECTOR_DELETE, VECTOR_COUNT]

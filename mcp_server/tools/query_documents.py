@@ -1,0 +1,110 @@
+"""``query_documents``: search, rerank, then return whole documents instead of chunks."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from uuid import UUID
+
+from pydantic import BaseModel, Field
+
+from engine.whole_documents import DEFAULT_CHUNKS_PER_DOCUMENT, MAX_CHUNKS_PER_DOCUMENT, merged_documents
+from mcp_server.bounds import bounded_json
+from mcp_server.envelope import to_json
+from mcp_server.limits import MAX_RESPONSE_BYTES, MAX_RESULTS
+from mcp_server.schemas import _STRICT, Filters, QueryText
+from mcp_server.tools import ToolContext, ToolSpec, one_token
+from mcp_server.tools.retrieval import RERANK_CANDIDATES, SearchPlan, retrieve
+
+MAX_DOCUMENTS = 20
+#: Chunks retrieved (and reranked) per document asked for: a document's best chunk is rarely alone.
+CHUNKS_PER_DOCUMENT_WANTED = 4
+
+
+class QueryDocumentsArgs(BaseModel):
+    model_config = _STRICT
+
+    query_text: QueryText = Field(description="A question, an identifier or keywords.")
+    filters: Filters | None = Field(default=None, description="Facet filters, as in advanced_search.")
+    top_k: int = Field(default=5, ge=1, le=MAX_DOCUMENTS, description=f"Documents to return (1-{MAX_DOCUMENTS}).")
+    max_chunks_per_document: int = Field(
+        default=DEFAULT_CHUNKS_PER_DOCUMENT, ge=1, le=MAX_CHUNKS_PER_DOCUMENT,
+        description=f"Chunks merged per document (1-{MAX_CHUNKS_PER_DOCUMENT}), from its start.")
+
+
+def run_query_documents(context: ToolContext, args: QueryDocumentsArgs) -> str:
+    filters = args.filters.as_engine_filters() if args.filters is not None else None
+    depth = min(MAX_RESULTS, max(RERANK_CANDIDATES, args.top_k * CHUNKS_PER_DOCUMENT_WANTED))
+    retrieval = retrieve(context, SearchPlan([args.query_text], "hybrid", "on", depth, True, None, filters or None,
+                                             "permissive"))
+    best: dict[str, dict[str, Any]] = {}
+    matched: dict[str, int] = {}
+    for row in retrieval.results:  # best first: a document's first row is its best chunk
+        best.setdefault(row["document_id"], row)
+        matched[row["document_id"]] = matched.get(row["document_id"], 0) + 1
+    chosen = list(best.values())[:args.top_k]
+    merged = merged_documents(context.backend.pool, [UUID(row["document_id"]) for row in chosen],
+                              args.max_chunks_per_document)
+    documents: list[dict[str, Any]] = []
+    for row in chosen:
+        whole = merged.get(UUID(row["document_id"]))
+        if whole is None:  # deleted since the search
+            continue
+        documents.append({
+            "rank": len(documents) + 1,
+            "document_id": row["document_id"],
+            "title": row["title"],
+            "path": row["path"],
+            "url": row["url"],
+            "source": row["source"],
+            "content_type": row["content_type"],
+            "language": row["language"],
+            "best_score": row["confidence"],
+            "best_chunk_id": row["chunk_id"],
+            "matched_chunks": matched[row["document_id"]],
+            "chunk_count": whole.chunk_count,
+            "merged_chunks": whole.merged_chunks,
+            "trust_score": row["trust_score"],
+            "confidence_factors": row["confidence_factors"],
+            "reranked": row["reranked"],
+            "content": whole.content,
+        })
+    payload: dict[str, Any] = {
+        "documents": documents,
+        "document_count": len(documents),
+        "chunks_retrieved": len(retrieval.results),
+        **retrieval.status(),
+        "truncated": False,
+    }
+    if retrieval.rerank_note:
+        payload["notes"] = [retrieval.rerank_note]
+    if filters:
+        payload["filters"] = filters
+    # bounded_json cuts fields named `content`; a document's field is `merged_content`, a few bytes longer
+    # each, so the bound is taken that much tighter before renaming
+    text = bounded_json(payload, documents, droppable=[documents], dropped_key="omitted_documents",
+                        limit=MAX_RESPONSE_BYTES - 32 * MAX_DOCUMENTS)
+    bounded = json.loads(text)
+    for document in bounded["documents"]:
+        document["merged_content"] = document.pop("content")
+    return to_json(bounded)
+
+
+QUERY_DOCUMENTS = ToolSpec(
+    name="query_documents",
+    title="Search and read whole documents",
+    description=(
+        "Search like advanced_search (hybrid, reranked when a reranker is configured), then group the hits by "
+        f"document and return the top_k (1-{MAX_DOCUMENTS}, default 5) whole documents, best first: "
+        "merged_content is the document's text from its chunks in document order (the first "
+        f"max_chunks_per_document, 1-{MAX_CHUNKS_PER_DOCUMENT}, default {DEFAULT_CHUNKS_PER_DOCUMENT}), with "
+        "chunk_count (chunks it has), merged_chunks, matched_chunks (hits in it), best_score (its best chunk's "
+        "confidence: the rerank score when reranked), best_chunk_id, "
+        "title, path, url, source and trust. Use it when an answer needs a whole page rather than fragments. "
+        "Long documents are cut to keep the response under 256 KiB (truncated, omitted_chars): read the rest "
+        "with get_document."
+    ),
+    arguments=QueryDocumentsArgs,
+    run=run_query_documents,
+    cost=one_token,
+)

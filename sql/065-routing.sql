@@ -1,0 +1,236 @@
+-- Beyond ranked chunks: counting matching documents, reading whole documents, ranking
+-- sources for an intent, and the neighbours of hits. Read-only (the search server runs
+-- as quarry_reader); the counting and routing functions are volatile only because they
+-- raise the HNSW scan depth for their transaction, as quarry.hybrid_search does.
+
+create or replace function quarry.generic_query_lexemes() returns text[]
+language sql immutable parallel safe
+set search_path = pg_catalog
+as $$
+    -- Words that say what kind of answer is wanted, not what it is about ("how many
+    -- documents mention X", "list every page"), stemmed as chunks are: a query made
+    -- only of these selects nothing, so counting falls back to the filters.
+    select array_agg(lexeme)
+    from unnest(to_tsvector('english'::regconfig,
+        'document documents doc docs page pages file files content contents text article articles topic '
+        'item items entry entries record records result results information info thing things stuff '
+        'everything anything something many much count number total list show find get give return all every '
+        'mention mentions discuss discusses talk cover covers describe describes explain explains refer '
+        'contain contains include includes related regarding concerning available exist exists'))
+$$;
+
+comment on function quarry.generic_query_lexemes() is
+'Stemmed lexemes that describe the wanted answer rather than its subject (document, page, count, mention, ...).';
+
+create or replace function quarry.selective_lexemes(query_text text, max_share double precision default 0.5)
+returns text[]
+language sql stable parallel safe
+set search_path = quarry, pg_catalog
+as $$
+    -- A lexeme found in more than max_share of all chunks selects almost everything.
+    select coalesce(array_agg(l.lexeme order by l.lexeme), '{}')
+    from unnest(quarry.query_lexemes(query_text)) l (lexeme)
+    where not l.lexeme = any (quarry.generic_query_lexemes())
+      and not exists (
+          select 1 from quarry.text_terms t, quarry.text_stats s
+          where t.lexeme = l.lexeme and s.chunk_count > 0 and t.chunk_frequency > max_share * s.chunk_count)
+$$;
+
+comment on function quarry.selective_lexemes(text, double precision) is
+'Query lexemes that narrow the corpus: not generic answer words, and in at most max_share of the chunks.';
+
+create or replace function quarry.all_lexemes_query(lexemes text[]) returns tsquery
+language sql immutable parallel safe strict
+set search_path = pg_catalog
+as $$
+    -- Lexemes are already normalised: quote them (doubling quotes and backslashes) so
+    -- the cast keeps them verbatim instead of parsing them as query syntax.
+    select nullif(string_agg('''' || replace(replace(l, '\', '\\'), '''', '''''') || '''', ' & '), '')::tsquery
+    from unnest(lexemes) l
+$$;
+
+comment on function quarry.all_lexemes_query(text[]) is
+'A tsquery requiring every given (already stemmed) lexeme; null for none.';
+
+create or replace function quarry.count_filtered_documents(filters jsonb default null) returns bigint
+language sql stable
+set search_path = quarry, pg_catalog
+as $$
+    select count(*)
+    from quarry.documents d
+    join quarry.filtered_source_ids(filters) s on s.id = d.source_id
+    where quarry.chunk_allowed(filters, d.content_type, d.language, d.package, d.deprecated or s.deprecated)
+      and quarry.version_allows(quarry.resolve_version_filters(filters), d.id)
+$$;
+
+comment on function quarry.count_filtered_documents(jsonb) is
+'Exact number of documents passing a filters object (facets and permissive version rules), whatever their text.';
+
+create or replace function quarry.count_candidate_documents(
+    query_text text,
+    query_embedding vector default null,
+    filters jsonb default null,
+    similarity_floor double precision default 0.5,
+    bound int default 1000,
+    embedding_space text default 'text'
+) returns table (document_id uuid, keyword boolean, similarity real, truncated boolean)
+language plpgsql volatile
+set search_path = quarry, public, pg_catalog
+as $$
+#variable_conflict use_column
+declare
+    resolved jsonb := quarry.resolve_version_filters(filters);
+    matcher tsquery := quarry.all_lexemes_query(quarry.selective_lexemes(query_text));
+begin
+    if bound < 1 or bound > 1000 then
+        raise exception 'bound must be between 1 and 1000, got %', bound using errcode = 'invalid_parameter_value';
+    end if;
+    perform set_config('hnsw.ef_search', greatest(40, bound)::text, true);
+    perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
+    return query
+    with allowed_sources as materialized (
+        select * from quarry.filtered_source_ids(filters)
+    ),
+    -- keyword leg: documents with a chunk holding every selective term (GIN index);
+    -- bound + 1 documents tell the caller the bound was hit
+    keyword as (
+        select distinct c.document_id
+        from quarry.chunks c
+        join allowed_sources s on s.id = c.source_id
+        where matcher is not null
+          and c.search_vector @@ matcher
+          and quarry.chunk_allowed(filters, c.content_type, c.language, c.package, c.deprecated or s.deprecated)
+          and quarry.version_allows(resolved, c.document_id)
+        limit bound + 1
+    ),
+    -- vector leg: the nearest `bound` chunks, kept when close enough to be about the query
+    close_chunks as materialized (
+        select c.document_id, (1 - n.distance)::real as similarity
+        from quarry.nearest_chunks(embedding_space, query_embedding, bound, resolved) n
+        join quarry.chunks c on c.id = n.chunk_id
+        where query_embedding is not null and 1 - n.distance >= similarity_floor
+    ),
+    nearest as (
+        select v.document_id, max(v.similarity) as similarity from close_chunks v group by v.document_id
+    ),
+    -- a leg that filled its bound may have stopped before the last match
+    hit_bound as (
+        select (select count(*) from keyword) > bound or (select count(*) from close_chunks) >= bound as full
+    )
+    select coalesce(k.document_id, v.document_id), k.document_id is not null, v.similarity, hit_bound.full
+    from keyword k
+    full join nearest v on v.document_id = k.document_id
+    cross join hit_bound
+    order by (k.document_id is not null and v.document_id is not null) desc, v.similarity desc nulls last;
+end
+$$;
+
+comment on function quarry.count_candidate_documents(text, vector, jsonb, double precision, int, text) is
+'Documents a query is about: a chunk holds every selective term (up to bound + 1 documents), or is among the bound nearest chunks with cosine similarity >= similarity_floor; filters applied in both legs; truncated when a leg filled its bound.';
+
+create or replace function quarry.source_signals(
+    query_text text,
+    query_embedding vector default null,
+    fts_depth int default 200,
+    centroid_sample int default 500,
+    embedding_space text default 'text'
+) returns table (
+    slug text,
+    display_name text,
+    kind text,
+    description text,
+    documents bigint,
+    description_match real,
+    fts_hits int,
+    fts_score real,
+    centroid_similarity real
+)
+language plpgsql stable
+set search_path = quarry, public, pg_catalog
+as $$
+#variable_conflict use_column
+declare
+    terms text[] := quarry.query_lexemes(query_text);
+    physical text;
+begin
+    if fts_depth < 1 or fts_depth > 1000 or centroid_sample < 1 or centroid_sample > 10000 then
+        raise exception 'fts_depth must be 1-1000 and centroid_sample 1-10000'
+            using errcode = 'invalid_parameter_value';
+    end if;
+    select e.name into physical from quarry.embedding_spaces e where e.serves = embedding_space;
+    return query
+    with hits as (
+        -- BM25 statistics per source over the query's top chunks
+        select c.source_id, count(*)::int as hits, sum(b.score)::real as score
+        from quarry.bm25_top(query_text, fts_depth) b
+        join quarry.chunks c on c.id = b.chunk_id
+        group by c.source_id
+    )
+    select s.slug, s.display_name, s.kind, s.metadata ->> 'description',
+           (select count(*) from quarry.documents d where d.source_id = s.id),
+           -- share of the query's lexemes found in the source's name, slug and description
+           case when cardinality(terms) = 0 then 0::real else (
+               select (count(*)::double precision / cardinality(terms))::real
+               from unnest(terms) t (lexeme)
+               where t.lexeme = any (quarry.query_lexemes(
+                   s.display_name || ' ' || translate(s.slug, '-_.', '   ') || ' '
+                   || coalesce(s.metadata ->> 'description', '')))) end,
+           coalesce(h.hits, 0), coalesce(h.score, 0::real),
+           -- cosine similarity to the mean of (at most centroid_sample of) the source's vectors
+           (select (1 - (avg(e.embedding) <=> query_embedding))::real
+            from (select c.id from quarry.chunks c where c.source_id = s.id order by c.id
+                  limit centroid_sample) sample
+            join quarry.embeddings e on e.chunk_id = sample.id and e.space = physical
+            where query_embedding is not null)
+    from quarry.sources s
+    left join hits h on h.source_id = s.id
+    order by s.slug;
+end
+$$;
+
+comment on function quarry.source_signals(text, vector, int, int, text) is
+'Per source, how a query relates to it: lexemes matching its name/description, BM25 hits and score among the query''s top fts_depth chunks, and cosine similarity to the centroid of up to centroid_sample of its vectors.';
+
+create or replace function quarry.document_chunks(document_ids uuid[], max_chunks int default 200)
+returns table (
+    document_id uuid,
+    ordinal int,
+    content text,
+    total_chunks int
+)
+language sql stable
+set search_path = quarry, pg_catalog
+as $$
+    -- The first max_chunks chunks of each document in order, with how many it has.
+    select numbered.document_id, numbered.ordinal, numbered.content, numbered.total_chunks
+    from (
+        select c.document_id, c.ordinal, c.content,
+               row_number() over (partition by c.document_id order by c.ordinal) as position,
+               count(*) over (partition by c.document_id)::int as total_chunks
+        from quarry.chunks c
+        where c.document_id = any (document_ids)
+    ) numbered
+    where numbered.position <= max_chunks
+    order by numbered.document_id, numbered.ordinal
+$$;
+
+comment on function quarry.document_chunks(uuid[], int) is
+'The first max_chunks chunks of each given document, in document order, with the document''s chunk count.';
+
+create or replace function quarry.chunk_neighbours(chunk_ids uuid[], span int default 1)
+returns table (chunk_id uuid, neighbour_offset int, heading_path text[], content text)
+language sql stable
+set search_path = quarry, pg_catalog
+as $$
+    -- For each given chunk, the chunks up to `span` before and after it in its document.
+    select hit.id, n.ordinal - hit.ordinal, n.heading_path, n.content
+    from quarry.chunks hit
+    join quarry.chunks n on n.document_id = hit.document_id
+                        and n.ordinal between hit.ordinal - span and hit.ordinal + span
+                        and n.ordinal <> hit.ordinal
+    where hit.id = any (chunk_ids)
+    order by hit.id, n.ordinal
+$$;
+
+comment on function quarry.chunk_neighbours(uuid[], int) is
+'The chunks up to span before and after each given chunk in its document (neighbour_offset -span..span, never 0).';
