@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
@@ -88,10 +89,16 @@ class ByteRange:
     offset: int
     data: bytes
     total_bytes: int
+    document_sha256: str  # of the whole stored file, as ingestion hashed it
 
     @property
     def end_of_document(self) -> bool:
         return self.offset + len(self.data) >= self.total_bytes
+
+    @property
+    def sha256(self) -> str:
+        """Of the returned range: a client checks the bytes it decoded against it."""
+        return hashlib.sha256(self.data).hexdigest()
 
 
 _DOCUMENT_INFO = """
@@ -205,12 +212,12 @@ def read_document_bytes(pool: ConnectionPool, document_id: UUID, offset: int, le
         raise InvalidRequestError(f"offset must be >= 0 and length between 1 and {MAX_BYTE_RANGE}")
     with pool.connection() as conn:
         found = conn.execute(
-            "select octet_length(raw), substring(raw from %s for %s) from quarry.documents where id = %s",
+            "select octet_length(raw), substring(raw from %s for %s), content_hash from quarry.documents where id = %s",
             (offset + 1, length, document_id),
         ).fetchone()
     if found is None:
         raise NotFoundError("document_id: no document has this id")
-    total, data = found
+    total, data, content_hash = found
     if offset > total:
         raise InvalidRequestError(f"offset: past the end of the document, which has {total} bytes")
-    return ByteRange(document_id, offset, bytes(data), total)
+    return ByteRange(document_id, offset, bytes(data), total, bytes(content_hash).hex())

@@ -7,6 +7,7 @@ One fixture corpus is ingested per module; each transport's server is started on
 from __future__ import annotations
 
 import base64
+import hashlib
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -325,6 +326,8 @@ def test_read_document_bytes_returns_exact_ranges(mcp: McpSession, corpus: Corpu
     part = mcp.ok("read_document_bytes", {"document_id": document_id, "offset": cut, "length": 4})
     assert part["encoding"] == "base64" and base64.b64decode(part["data"]) == raw[cut:cut + 4]
     assert part["length"] == 4 and part["end_of_document"] is False
+    assert part["sha256"] == hashlib.sha256(raw[cut:cut + 4]).hexdigest()
+    assert part["document_sha256"] == whole["document_sha256"] == hashlib.sha256(raw).hexdigest()
     at_end = mcp.ok("read_document_bytes", {"document_id": document_id, "offset": len(raw), "length": 10})
     assert at_end["length"] == 0 and at_end["end_of_document"] is True
     past = mcp.call("read_document_bytes", {"document_id": document_id, "offset": len(raw) + 1, "length": 10})

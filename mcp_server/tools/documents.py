@@ -91,6 +91,8 @@ def run_read_document_bytes(context: ToolContext, args: ReadDocumentBytesArgs) -
         "length": len(found.data),
         "total_bytes": found.total_bytes,
         "end_of_document": found.end_of_document,
+        "sha256": found.sha256,  # of these bytes
+        "document_sha256": found.document_sha256,  # of the whole file, as ingested
     }
     try:
         text = found.data.decode("utf-8")
