@@ -45,7 +45,13 @@ How to work with it:
 3. Results are chunks of documents. Read around a hit with `get_chunk` (neighbouring chunks) or \
 `get_document` (the whole document, page by page via `next_cursor`); `read_document_bytes` returns exact \
 raw bytes, e.g. a chunk's start_byte/end_byte span.
-4. `list_sources` shows what is indexed; `status` shows health, embedding coverage and limits.
+4. For "how many" questions use `count`; for whole pages `query_documents`; to cite, `generate_urls`. \
+When unsure which source to ask, `route_sources` ranks them and `suggest_query_params` proposes filters; \
+`guided_query` does routing, suggestion and the search or count in one call and explains its choices.
+5. For the user's version, filter `advanced_search` on `language_target` / `sdk_dependency` with \
+`version_satisfies` (a node-semver range); `version_match: "strict"` never substitutes another version.
+6. `list_sources` shows what is indexed; `status` shows health, models, embedding coverage and limits; \
+`jobs` shows ingestion jobs. `vector_*` tools store and search your own embeddings.
 
 Reading results: `confidence` (0-1) is how strongly retrieval ranked a chunk; `trust_score` (0-1) is how \
 far to trust its source, explained by `confidence_factors` (attribution, verification, freshness, \
@@ -58,8 +64,9 @@ read the rest with get_chunk, get_document or read_document_bytes.
 
 Errors arrive as {"error": {"code", "message", "problems": [{"path", "rule"}]}}: INVALID (fix the named \
 argument), LIMIT (ask for less: fewer queries, a smaller limit), NOT_FOUND (an unknown id: search again), \
-RATE_LIMITED (wait retry_after seconds), UNAUTHORIZED (API key missing or revoked), UNAVAILABLE (a \
-dependency is down: retry later), INTERNAL (a bug: quote error_id)."""
+RATE_LIMITED (wait retry_after seconds), UNAUTHORIZED (API key missing, revoked or without the needed \
+scope), UNAVAILABLE (a dependency is down: retry later), FLOW_GATE (call suggest_query_params for that \
+source first), INTERNAL (a bug: quote error_id)."""
 
 _READ_ONLY = types.ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
                                    open_world_hint=False)
