@@ -136,9 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     reindex = commands.add_parser(
         "reindex", help="rebuild derived data (tsvectors and BM25 postings, facet counts, version constraints, "
-        "vector and text indexes) from the stored documents, chunks and vectors",
+        "links and imports, vector and text indexes) from the stored documents, chunks and vectors",
         epilog="example: quarry reindex --only text --only facets")
-    reindex.add_argument("--only", action="append", choices=["text", "facets", "versions", "vectors"],
+    reindex.add_argument("--only", action="append", choices=["text", "facets", "versions", "relations", "vectors"],
                          help="rebuild only this part (repeatable; default: all)")
     reindex.add_argument("--json", action="store_true", help="print the summary as JSON")
 

@@ -7,6 +7,8 @@ Canonical: documents (raw bytes), chunks, vectors. Derived, and rebuilt here:
 - ``facets``: ``quarry.facet_counts`` from the documents;
 - ``versions``: version constraints and manifests, re-extracted from each document's raw
   bytes (what an improved extractor needs, without re-parsing or re-embedding);
+- ``relations``: links and imports between documents, re-extracted from the raw bytes
+  the same way (and how documents ingested before relations existed get theirs);
 - ``vectors``: every HNSW index and the full-text GIN index, rebuilt with
   ``REINDEX CONCURRENTLY`` so searches keep answering meanwhile.
 
@@ -20,6 +22,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
 from typing import Any, Literal
 
 from psycopg import sql
@@ -28,9 +32,10 @@ from psycopg_pool import ConnectionPool
 from engine.ingest.manifests import constraints_in_manifest, manifest_kind
 from engine.ingest.version_store import StatedVersions, store_versions
 from engine.ingest.versions import constraints_in_document
+from engine.relations import store_relations
 
-Part = Literal["text", "facets", "versions", "vectors"]
-PARTS: tuple[Part, ...] = ("text", "facets", "versions", "vectors")
+Part = Literal["text", "facets", "versions", "relations", "vectors"]
+PARTS: tuple[Part, ...] = ("text", "facets", "versions", "relations", "vectors")
 _VERSION_BATCH = 500
 
 
@@ -49,7 +54,7 @@ def reindex(pool: ConnectionPool, parts: Sequence[Part] = PARTS,
             progress: Callable[[str], None] | None = None) -> ReindexSummary:
     summary = ReindexSummary(list(parts))
     steps: dict[Part, Callable[[ConnectionPool], int]] = {
-        "text": _text, "facets": _facets, "versions": _versions, "vectors": _vectors,
+        "text": _text, "facets": _facets, "versions": _versions, "relations": _relations, "vectors": _vectors,
     }
     for part in parts:
         if progress is not None:
@@ -92,6 +97,18 @@ def _stated(row: tuple[Any, ...]) -> StatedVersions:
     constraints = (constraints_in_manifest(path, text) or []) if kind is not None else \
         constraints_in_document(path, text)
     return StatedVersions(document_id, source_id, path, kind, constraints)
+
+
+def _relations(pool: ConnectionPool) -> int:
+    stored = 0
+    with pool.connection() as conn, conn.transaction():
+        conn.execute("delete from quarry.relations")
+        with conn.cursor(name="reindex_relations") as documents:  # server-side: raw bytes add up
+            documents.execute("select source_id, id, path, raw from quarry.documents order by source_id, path")
+            while batch := documents.fetchmany(_VERSION_BATCH):
+                for source_id, rows in groupby(batch, key=itemgetter(0)):
+                    stored += store_relations(conn, source_id, [(id_, path, bytes(raw)) for _, id_, path, raw in rows])
+    return stored
 
 
 def _vectors(pool: ConnectionPool) -> int:

@@ -104,7 +104,7 @@ def test_lists_every_tool_with_a_closed_schema_and_llm_guidance(mcp: McpSession)
     assert set(tools) == {"search", "advanced_search", "facets", "get_document", "get_chunk",
                           "read_document_bytes", "list_sources", "status", "count", "query_documents",
                           "generate_urls", "route_sources", "suggest_query_params", "guided_query", "jobs",
-                          "vector_add", "vector_search", "vector_delete", "vector_count"}
+                          "neighbors", "vector_add", "vector_search", "vector_delete", "vector_count"}
     for tool in tools.values():
         assert tool.input_schema["additionalProperties"] is False
         assert tool.description and len(tool.description) > 80

@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 EXTRA = {
     "package.json": json.dumps({"dependencies": {"react": "^18.2.0"}}),
     "guide/compact.md": "# Counter\n\n```compact\npragma language_version >= 0.16;\n```\n",
+    "guide/links.md": "# Links\n\nSee [the indexes page](../docs/indexes.md) and [Postgres](https://www.postgresql.org/).\n",
 }
 
 SNAPSHOTS = {
@@ -32,6 +33,8 @@ SNAPSHOTS = {
     "versions": "select document_id, facet, name, range_text, raw, origin from quarry.version_constraints "
                 "order by 1, 2, 3, 4, 6",
     "manifests": "select document_id, kind, scope from quarry.manifests order by 1",
+    "relations": "select document_id, relation, target, candidates, anchored, line from quarry.relations "
+                 "order by 1, 2, 3",
 }
 
 
@@ -54,6 +57,7 @@ def test_reindex_restores_every_derived_table(pool: ConnectionPool, database_url
         conn.execute("update quarry.facet_counts set documents = documents + 7")
         conn.execute("delete from quarry.version_constraints")
         conn.execute("delete from quarry.manifests")
+        conn.execute("delete from quarry.relations")
     assert _snapshot(pool) != before
 
     env = {**os.environ, "DATABASE_URL": database_url}
@@ -61,7 +65,7 @@ def test_reindex_restores_every_derived_table(pool: ConnectionPool, database_url
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
-    assert summary["parts"] == ["text", "facets", "versions", "vectors"]
+    assert summary["parts"] == ["text", "facets", "versions", "relations", "vectors"]
     assert summary["counts"]["vectors"] == 3  # two HNSW indexes (text, code) and the GIN index
     assert _snapshot(pool) == before
     with pool.connection() as conn:

@@ -48,6 +48,7 @@ class ParsedDocument:
     language: str | None  # programming language for code ("python", "rust", ...), else None
     chunks: list[Chunk] = field(default_factory=list)
 
-#: Bump when parsing, chunking or what a chunk is embedded as changes, so unchanged
-#: files are re-parsed (and re-embedded where their embedding input changed) once.
-PARSER_VERSION = 3
+#: Bump when parsing, chunking, what a chunk is embedded as, or what ingestion extracts
+#: (version constraints: 3; links and imports: 4) changes, so unchanged files are re-read
+#: once (and re-embedded only where their embedding input changed).
+PARSER_VERSION = 4

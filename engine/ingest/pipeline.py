@@ -35,6 +35,7 @@ from engine.ingest.version_store import StatedVersions, store_versions
 from engine.ingest.versions import VersionConstraint, constraints_in_document
 from engine.ingest.walk import FoundFile, SkippedFile, walk_tree
 from engine.jobs import JobRun
+from engine.relations import store_relations
 
 #: Advisory-lock class for "ingesting source <id>" (the second key is the source id).
 INGEST_LOCK_CLASS = 0x5149  # "QI"
@@ -445,6 +446,8 @@ class Ingestor:
             conn.execute("select quarry.index_chunk_terms(%s)", (chunk_ids,))
             store_versions(conn, [StatedVersions(doc_id, source_id, doc.path, doc.manifest_kind, doc.constraints)
                                   for doc_id, doc in zip(document_ids, documents, strict=True)])
+            store_relations(conn, source_id, [(doc_id, doc.path, doc.raw)
+                                              for doc_id, doc in zip(document_ids, documents, strict=True)])
             with conn.cursor().copy(
                 "copy quarry.embeddings (chunk_id, space, input_hash, embedding) from stdin with (format binary)"
             ) as copy:

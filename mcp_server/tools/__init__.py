@@ -61,6 +61,7 @@ def all_tools() -> list[ToolSpec[Any]]:
     from mcp_server.tools.guided import GUIDED_QUERY
     from mcp_server.tools.jobs import JOBS
     from mcp_server.tools.query_documents import QUERY_DOCUMENTS
+    from mcp_server.tools.relations import NEIGHBORS
     from mcp_server.tools.routing import ROUTE_SOURCES
     from mcp_server.tools.search import ADVANCED_SEARCH, SEARCH
     from mcp_server.tools.status import LIST_SOURCES, STATUS
@@ -70,4 +71,4 @@ def all_tools() -> list[ToolSpec[Any]]:
 
     return [SEARCH, ADVANCED_SEARCH, FACETS, GET_DOCUMENT, GET_CHUNK, READ_DOCUMENT_BYTES, LIST_SOURCES, STATUS,
             COUNT, QUERY_DOCUMENTS, GENERATE_URLS, ROUTE_SOURCES, SUGGEST_QUERY_PARAMS, GUIDED_QUERY, JOBS,
-            VECTOR_ADD, VECTOR_SEARCH, VECTOR_DELETE, VECTOR_COUNT]
+            NEIGHBORS, VECTOR_ADD, VECTOR_SEARCH, VECTOR_DELETE, VECTOR_COUNT]
