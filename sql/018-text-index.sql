@@ -243,12 +243,22 @@ returns bigint
 language plpgsql volatile
 set search_path = quarry, pg_catalog
 as $$
+declare
+    indexed bigint;
 begin
     -- From the canonical chunks: the truncate trigger zeroes the statistics, so the
     -- single indexing pass below computes every impact with today's average length.
     lock table quarry.text_postings in exclusive mode;
     truncate quarry.text_postings;
-    return quarry.index_chunk_terms(array(select id from quarry.chunks), k1, b);
+    -- Loading into an unindexed table and building the two indexes once is ~5x faster than
+    -- maintaining them row by row (measured at 100k chunks: 53 s vs 286 s). The definitions
+    -- repeat alembic 0003's, which owns them.
+    drop index quarry.text_postings_impact_idx;
+    drop index quarry.text_postings_chunk_idx;
+    indexed := quarry.index_chunk_terms(array(select id from quarry.chunks), k1, b);
+    create index text_postings_impact_idx on quarry.text_postings (term_id, impact desc) include (chunk_id);
+    create index text_postings_chunk_idx on quarry.text_postings (chunk_id);
+    return indexed;
 end
 $$;
 

@@ -1,0 +1,123 @@
+"""Draw bench/latency.py results: p50/p95 against corpus size per mode, and QPS against clients.
+
+    python -m bench.latency_plot [--out bench/.out/latency] [--png docs/latency.png]
+
+Reads every ``results-<n>.json`` in the output directory; also prints the Markdown tables
+docs/BENCHMARKS.md carries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from bench.latency import DEFAULT_OUT, MODES, REPO
+
+COLOURS = {"fts": "tab:blue", "vector": "tab:orange", "hybrid": "tab:green"}
+
+
+def read_results(out: Path) -> list[dict[str, Any]]:
+    reports = [json.loads(path.read_text()) for path in out.glob("results-*.json")]
+    return sorted(reports, key=lambda report: int(report["scale"]))
+
+
+def plot_results(out: Path, png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    reports = read_results(out)
+    scales = [int(report["scale"]) for report in reports]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for mode in MODES:
+        for stat, style in (("p50", "-o"), ("p95", "--s")):
+            left.plot(scales, [report["latency"][mode][stat] for report in reports], style, color=COLOURS[mode],
+                      label=f"{mode} {stat}")
+    left.set_xscale("log")
+    left.set_xticks(scales, [f"{scale // 1000}k" for scale in scales])
+    left.set_xlabel("chunks")
+    left.set_ylabel("ms per search (one client, limit 10)")
+    left.set_ylim(bottom=0)
+    left.set_title("Search latency against corpus size")
+    left.grid(alpha=0.3)
+    left.legend(fontsize=8)
+
+    markers = ["o", "s", "^", "D"]
+    for mode in MODES:
+        for report, marker in zip(reports, markers, strict=False):
+            runs = report["throughput"][mode]
+            right.plot([run["clients"] for run in runs], [run["qps"] for run in runs], f"-{marker}",
+                       color=COLOURS[mode],
+                       label=f"{mode}, {int(report['scale']) // 1000}k (load {report['load_average_after'][0]:.0f})")
+    right.set_xscale("log", base=2)
+    clients = sorted({run["clients"] for report in reports for run in report["throughput"]["fts"]})
+    right.set_xticks(clients, [str(n) for n in clients])
+    right.set_xlabel("concurrent clients (threads, one connection each)")
+    right.set_ylabel("searches per second")
+    right.set_ylim(bottom=0)
+    right.set_title("Throughput on 2 cores (client and server share them)")
+    right.grid(alpha=0.3)
+    right.legend(fontsize=8, ncol=2)
+    figure.suptitle("Quarry on a synthetic corpus: Postgres 18 + pgvector 0.8, 2 vCPU shared with other jobs"
+                   " (1-min load average after each scale's runs in the legend)", fontsize=10)
+    figure.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(png, dpi=110)
+    plt.close(figure)
+
+
+def markdown_tables(out: Path) -> str:
+    reports = read_results(out)
+    mib = 1024 * 1024
+    lines = ["| chunks | generate | COPY load | BM25 postings | HNSW build | vacuum analyze | database |"
+             " chunks (heap + GIN) | postings (+ indexes) | embeddings | HNSW index |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for report in reports:
+        load, size = report["load"], report["load"]["sizes"]
+
+        def total(prefix: str, size: dict[str, int] = size) -> float:
+            return sum(v for k, v in size.items() if k.startswith(prefix)) / mib
+
+        lines.append(
+            f"| {int(report['scale']):,} | {load['generate_seconds']:.0f} s | {load['load_seconds']:.0f} s"
+            f" | {load['postings_seconds']:.0f} s | {load['hnsw_seconds']:.0f} s"
+            f" | {load['vacuum_analyze_seconds']:.0f} s | {size['database'] / mib:,.0f} MiB"
+            f" | {size['table:chunks'] / mib:,.0f} + {size['index:chunks_search_vector_idx'] / mib:,.0f} MiB"
+            f" | {size['table:text_postings'] / mib:,.0f} + {total('index:text_postings_'):,.0f} MiB"
+            f" | {size['table:embeddings'] / mib:,.0f} MiB | {size['index:embeddings_hnsw_text'] / mib:,.0f} MiB |")
+    lines += ["", "| chunks | mode | p50 ms | p95 ms | p99 ms | p50 / p95 ms, queries with a top-100 word |"
+              " QPS 1 / 4 / 16 clients | load avg |", "|---|---|---|---|---|---|---|---|"]
+    for report in reports:
+        for mode in MODES:
+            lat, runs = report["latency"][mode], report["throughput"][mode]
+            common = lat["common_word_queries"]
+            lines.append(
+                f"| {int(report['scale']):,} | {mode} | {lat['p50']:.2f} | {lat['p95']:.2f} | {lat['p99']:.2f}"
+                f" | {common['p50']:.2f} / {common['p95']:.2f} (n={common['n']})"
+                f" | {' / '.join(format(run['qps'], '.0f') for run in runs)}"
+                f" | {report['load_average_before'][0]} → {report['load_average_after'][0]} |")
+    lines += ["", "| chunks | recall@10, search(mode=vector) | nearest_chunks(limit 10) recall@10 by ef_search |"
+              " mean cosine of 1st / 10th exact neighbour |", "|---|---|---|---|"]
+    for report in reports:
+        rec = report["recall"]
+        sweep = ", ".join(f"{ef}: {value:.3f}" for ef, value in rec["nearest_chunks_limit_10_by_ef_search"].items())
+        lines.append(f"| {int(report['scale']):,} | {rec['recall_at_10']:.3f} (min {rec['min']:.1f}) | {sweep}"
+                     f" | {rec['nearest_neighbour_similarity']:.2f} / {rec['tenth_neighbour_similarity']:.2f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--png", type=Path, default=REPO / "docs" / "latency.png")
+    args = parser.parse_args()
+    plot_results(args.out, args.png)
+    print(markdown_tables(args.out))
+    print(f"\nplot: {args.png}")
+
+
+if __name__ == "__main__":
+    main()
