@@ -16,7 +16,7 @@ import json
 import re
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from packaging.specifiers import SpecifierSet
 
@@ -485,6 +485,12 @@ _NPM_CANDIDATES += [f"{version}-{pre}" for version in ("0.0.0", "1.0.0", "1.2.3"
 
 
 @given(npm_range_text())
+@example("0 - 0.0.0-0")  # node drops ">=0.0.0" (replaceGTE0): "<=0.0.0-0", which admits 0.0.0-0
+@example("0 || 0 - 0.0.0-0")  # so 0.0.0-0 is in, though "<1.0.0-0" alone would not admit it
+@example("<1.0.0-beta || >=1.0.0-beta")  # every prerelease of 1.0.0; "*" would admit none
+@example("1.2.3-beta || 0 - 0.0.0 || >=1")  # 1.2.3-beta is not swallowed by the releases around it
+@example("0.0.0-beta || <1.0.0 || >=1.0.0")  # a lone "*" would make node ignore 0.0.0-beta
+@example("1.0.0-beta || >=0")  # and node's own "*" alternative makes it ignore 1.0.0-beta
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_npm_ranges_normalise_without_changing_meaning(semver: SemverOracle, text: str) -> None:
     try:

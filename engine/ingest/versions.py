@@ -172,7 +172,8 @@ def _looser_upper(a: Bound | None, b: Bound | None) -> Bound | None:
     return b if _tighter_upper(a, b) is a else a
 
 
-def _normalise(intervals: Iterable[Interval]) -> VersionSet:
+def _merge(intervals: Iterable[Interval]) -> VersionSet:
+    """Plain interval union over the total order of semver points (prereleases included)."""
     ordered = sorted((i for i in intervals if not _is_empty(i)), key=lambda i: _lower_key(i.lower))
     merged: list[Interval] = []
     for interval in ordered:
@@ -188,6 +189,82 @@ def _normalise(intervals: Iterable[Interval]) -> VersionSet:
                 continue
         merged.append(interval)
     return tuple(merged)
+
+
+def _clip(intervals: Iterable[Interval], to: Interval) -> VersionSet:
+    return _merge(Interval(_tighter_lower(i.lower, to.lower), _tighter_upper(i.upper, to.upper)) for i in intervals)
+
+
+# How node-semver reads a prerelease. An interval is written out as (at most) two
+# comparators, and node admits a prerelease ``M.m.p-x`` only when one of those
+# comparators is itself a prerelease of ``M.m.p`` (``testSet`` in classes/range.js):
+# ``>=1.2.0-beta <2.0.0`` admits 1.2.0-rc but not 1.5.0-rc. So the prereleases an
+# interval really stands for are those of the versions its bounds "open"; the others
+# inside it are phantoms of the total order. Sets are normalised so that the intervals
+# written out admit, between them, exactly what the intervals read in admitted: merging
+# ``0 || 0.0.0-0`` into one interval would drop 0.0.0-0, and ``<1.0.0-beta ||
+# >=1.0.0-beta`` into ``*`` every prerelease of 1.0.0.
+
+_Core = tuple[int, int, int]
+
+
+def _opened(interval: Interval) -> frozenset[_Core]:
+    """The ``M.m.p`` whose prereleases node-semver lets into this interval."""
+    return frozenset(
+        (bound.point.major, bound.point.minor, bound.point.patch)
+        for bound in (interval.lower, interval.upper) if bound is not None and bound.point.prerelease
+    )
+
+
+def _prereleases_of(core: _Core) -> Interval:
+    """Every prerelease of ``M.m.p``: from ``M.m.p-0`` up to (not including) ``M.m.p``."""
+    return Interval(Bound(floor_prerelease(*core), True), Bound(SemVer(*core), False))
+
+
+def _admitted_prereleases(intervals: Iterable[Interval], core: _Core) -> VersionSet:
+    """The prereleases of ``core`` node-semver admits, written as ``intervals`` joined by ``||``."""
+    return _clip((i for i in intervals if core in _opened(i)), _prereleases_of(core))
+
+
+def _normalise(intervals: Iterable[Interval]) -> VersionSet:
+    """Sorted, disjoint intervals admitting, as node-semver reads them, what ``intervals`` admit.
+
+    Releases are a plain union. The prereleases of every opened ``M.m.p`` are cut out of
+    that union and put back as exactly the ones some input interval admits; neighbouring
+    pieces then join only where node-semver reads the joined interval the same way.
+    """
+    given = [i for i in intervals if not _is_empty(i)]
+    cores = sorted(frozenset().union(*(_opened(i) for i in given)))
+    releases = _merge(given)
+    for core in cores:
+        below = Interval(None, Bound(floor_prerelease(*core), False))
+        above = Interval(Bound(SemVer(*core), True), None)
+        releases = _merge([*_clip(releases, below), *_clip(releases, above)])
+    pieces = sorted(
+        [*releases, *(i for core in cores for i in _admitted_prereleases(given, core))],
+        key=lambda i: _lower_key(i.lower),
+    )
+    joined: list[Interval] = []
+    for piece in pieces:
+        if joined and _touching(joined[-1], piece):
+            candidate = Interval(joined[-1].lower, piece.upper)
+            parts = (joined[-1], piece)
+            if all(
+                _admitted_prereleases([candidate], core) == _admitted_prereleases(parts, core)
+                for core in _opened(parts[0]) | _opened(parts[1])
+            ):
+                joined[-1] = candidate
+                continue
+        joined.append(piece)
+    return tuple(joined)
+
+
+def _touching(last: Interval, following: Interval) -> bool:
+    """Disjoint ``last`` ends exactly where ``following`` starts (``<1.5.0`` then ``>=1.5.0``)."""
+    return (
+        last.upper is not None and following.lower is not None and last.upper.point == following.lower.point
+        and last.upper.inclusive != following.lower.inclusive
+    )
 
 
 def union(*sets: VersionSet) -> VersionSet:
@@ -234,6 +311,11 @@ def format_range(version_set: VersionSet) -> str:
                 raise UnrepresentableRange(f"{bound.point} is beyond node-semver's number range")
         if lower is not None and upper is not None and lower.point == upper.point:
             alternatives.append(str(lower.point))  # both inclusive, or it would be empty
+            continue
+        if upper is None and lower in (None, _LOWEST_RELEASE) and len(version_set) > 1:
+            # "*" next to other alternatives would make node ignore them (only prereleases
+            # of 0.0.0 can come before): spell every release out instead.
+            alternatives.append("0.0.0 || >0.0.0")
             continue
         parts = []
         if lower is not None and lower != _LOWEST_RELEASE:  # node-semver drops ">=0.0.0" too
@@ -377,11 +459,31 @@ def parse_partial(text: str) -> Partial:
     return _partial(match)
 
 
-def _comparator(text: str) -> VersionSet:
+def _without_gte0(version_set: VersionSet) -> VersionSet:
+    """node-semver drops a comparator that desugars to exactly ``>=0.0.0`` (``replaceGTE0``).
+
+    Not a no-op: ``0 - 0.0.0-0`` is ``<=0.0.0-0`` to node, which admits 0.0.0-0, where
+    ``>=0.0.0 <=0.0.0-0`` would admit nothing.
+    """
+    return tuple(
+        Interval(None, interval.upper)
+        if interval.lower == _LOWEST_RELEASE and interval.upper != _LOWEST_RELEASE else interval
+        for interval in version_set
+    )
+
+
+def _comparator(text: str, *, node: bool = False) -> VersionSet:
+    """One comparator; ``node`` reads it exactly as node-semver's ``Range`` does (see ``npm_range``)."""
     match = _COMPARATOR.fullmatch(text)
     if match is None:
         raise UnrepresentableRange(f"not a semver comparator: {text!r}")
-    return comparator_range(match.group("op") or "", _partial(match))
+    operator = match.group("op") or ""
+    result = comparator_range(operator, _partial(match))
+    # node rewrites partials, carets and tildes from their numbers (">=v0" is ">=0.0.0",
+    # which it drops) but keeps a full ">=v0.0.0" as written, which it then does not drop.
+    if node and not (operator == ">=" and match.group("patch") is not None and "v" in text):
+        return _without_gte0(result)
+    return result
 
 
 def _hyphen_range(low_text: str, high_text: str) -> VersionSet:
@@ -390,6 +492,8 @@ def _hyphen_range(low_text: str, high_text: str) -> VersionSet:
     lower = EVERYTHING if low_major is None else _at_least(
         SemVer(low_major, low_minor or 0, low_patch or 0, low_pre)
     )
+    if low_patch is None or "v" not in low_text:  # as in _comparator: a full "v0.0.0" stays
+        lower = _without_gte0(lower)
     upper = EVERYTHING if high[0] is None else comparator_range("<=", high)
     return intersect(lower, upper)
 
@@ -398,16 +502,20 @@ def npm_range(text: str) -> VersionSet:
     """Read a node-semver range (``||``, hyphen ranges, ``^ ~ x``, partials); raises on bad syntax."""
     if len(text) > 256:  # node-semver's own limit
         raise UnrepresentableRange("range longer than 256 characters")
-    result: VersionSet = ()
+    alternatives: list[VersionSet] = []
     for alternative in text.split("||"):
         alternative = alternative.strip()
         hyphen = _HYPHEN.fullmatch(alternative)
         if hyphen is not None:
-            result = union(result, _hyphen_range(hyphen.group(1), hyphen.group(2)))
+            alternatives.append(_hyphen_range(hyphen.group(1), hyphen.group(2)))
             continue
         words = _OPERATOR_SPACE.sub(r"\1", alternative).split()
-        result = union(result, intersect(*(_comparator(word) for word in words)))
-    return result
+        alternatives.append(intersect(*(_comparator(word, node=True) for word in words)))
+    # An alternative that is nothing but "*" (after ">=0.0.0" is dropped) makes node's
+    # whole range "*", which admits no prerelease even where another alternative would.
+    if EVERYTHING in alternatives:
+        return EVERYTHING
+    return union(*alternatives)
 
 
 def normalise_npm_range(text: str) -> str:
