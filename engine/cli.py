@@ -16,6 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, get_args
 
+import psycopg
+import psycopg_pool
+
 from engine.embed.base import SPACES
 from engine.errors import BusyError, QuarryError, UnavailableError
 from engine.ingest.sources import Attribution, SourceKind
@@ -170,6 +173,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     except UnavailableError as error:  # a database or model provider down: not the caller's mistake
         print(f"quarry: unavailable: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as error:  # the database went away or timed out
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        rerun = "; rerun to finish (completed documents are kept)" if args.command == "ingest" else ""
+        print(f"quarry: unavailable: the database failed: {reason}{rerun}", file=sys.stderr)
         return EXIT_FAILED
     except (QuarryError, NotADirectoryError, ValueError) as error:
         print(f"quarry: error: {error}", file=sys.stderr)

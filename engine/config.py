@@ -35,6 +35,10 @@ class Settings(BaseSettings):
     pool_min_size: int = Field(default=1, ge=0)
     pool_max_size: int = Field(default=8, ge=1)
     statement_timeout_ms: int = Field(default=15_000, ge=100)
+    #: How long a request waits for a pooled connection (all busy, or the database down) before UNAVAILABLE.
+    pool_timeout_ms: int = Field(default=5_000, ge=100)
+    #: libpq ``connect_timeout`` for the pool's connections, unless the DSN sets one.
+    connect_timeout_s: int = Field(default=5, ge=1)
     max_file_bytes: int = Field(default=2_000_000, ge=1_000)
     rrf_k: int = Field(default=60, ge=1)
 

@@ -107,16 +107,37 @@ def configure_connection(conn: psycopg.Connection[Any], statement_timeout_ms: in
 
 def open_pool(url: str, settings: Settings | None = None, *, role: str | None = None,
               **overrides: Any) -> ConnectionPool:
-    """A connection pool with pgvector types registered once per connection, optionally under ``role``."""
+    """A connection pool with pgvector types registered once per connection, optionally under ``role``.
+
+    Every wait is bounded, so a database that goes away fails requests instead of hanging them:
+    a checkout waits at most ``pool_timeout_ms``, a connection attempt ``connect_timeout_s`` and
+    a statement ``statement_timeout_ms``. Each checkout is checked first (one empty round trip):
+    connections a database restart killed are discarded, not handed to a request after the
+    restart, so the pool recovers by itself once the database is back.
+    """
     settings = settings or get_settings()
     timeout_ms = settings.statement_timeout_ms
+
+    def check(conn: psycopg.Connection[Any]) -> None:
+        try:
+            ConnectionPool.check_connection(conn)
+        except psycopg.Error:
+            # One dead connection means the server restarted: sweep the idle rest now, or each
+            # would be found one checkout at a time, with the pool's growing back-off between them.
+            pool.check()
+            raise
+
     options: dict[str, Any] = {
         "min_size": settings.pool_min_size,
         "max_size": settings.pool_max_size,
         "open": True,
         "configure": lambda conn: configure_connection(conn, timeout_ms, role),
+        "check": check,
+        "timeout": settings.pool_timeout_ms / 1000,
         "name": "quarry",
     }
+    if "connect_timeout" not in psycopg.conninfo.conninfo_to_dict(url):
+        options["kwargs"] = {"connect_timeout": settings.connect_timeout_s}
     options.update(overrides)
     pool = ConnectionPool(url, **options)
     pool.wait(timeout=30)

@@ -174,6 +174,16 @@ def chunk_embedding_input(title: str, heading_path: Sequence[str], symbol_path: 
     return f"{context}\n{content}"
 
 
+def _check_lock_session(lock_conn: Connection[Any]) -> None:
+    """Fail before a batch if the session holding the source's lock died (e.g. a database restart).
+
+    Batches go through other pooled connections, which reconnect by themselves; without this
+    round trip an ingest could write a batch after its lock vanished with its session, and a
+    second ingest of the source could interleave with it.
+    """
+    lock_conn.execute("select 1")
+
+
 def input_hash(text: str) -> bytes:
     """Key under which a vector of this embedding input is stored and reused."""
     return hashlib.sha256(text.encode("utf-8")).digest()
@@ -243,11 +253,13 @@ class Ingestor:
                     pending.append(document)
                     pending_chunks += len(document.parsed.chunks)
                     if pending_chunks >= _BATCH_CHUNKS:
+                        _check_lock_session(lock_conn)
                         self._write_batch(source_id, base_url, url_template, pending, summary)
                         pending, pending_chunks = [], 0
                         _report(progress, state, summary)
                         run.progress(_job_counts(state, summary))  # stops here when cancelled
                 if pending:
+                    _check_lock_session(lock_conn)
                     self._write_batch(source_id, base_url, url_template, pending, summary)
                     _report(progress, state, summary)
                     run.progress(_job_counts(state, summary))
