@@ -1,7 +1,8 @@
 """Closed, strict tool inputs, and how a rejected input becomes an ``INVALID`` or ``LIMIT`` envelope.
 
 Every model forbids unknown fields and coercion (``"5"`` is not an integer, ``1`` is
-not ``true``); non-finite numbers are rejected. Errors name the argument path and the
+not ``true``); non-finite numbers, and strings holding NUL or an unpaired surrogate
+(Postgres text cannot store them), are rejected. Errors name the argument path and the
 rule; they never repeat the rejected value (an unknown field's name is shown only
 when it is a plain identifier). Upper-bound violations (too many queries, limit over
 the maximum, instructions too long) are ``LIMIT``; everything else is ``INVALID``.
@@ -261,15 +262,49 @@ VERSION_FACET_NAMES = frozenset(VERSION_FACETS)
 
 def parse_arguments(model: type[ArgsT], arguments: Mapping[str, Any] | None) -> ArgsT:
     """Validate raw tool arguments, or raise ``ToolFailure`` naming each bad path and rule."""
+    raw = dict(arguments or {})
+    problems = [Problem(path, _UNSTORABLE_RULE) for path in _unstorable_paths(raw)]
+    code: ErrorCode = "INVALID"
     try:
-        return model.model_validate(dict(arguments or {}))
+        parsed = model.model_validate(raw)
     except ValidationError as error:
         details = error.errors(include_url=False)
-        problems = [_problem(model, detail) for detail in details]
-        code: ErrorCode = "LIMIT" if all(d["type"] in _UPPER_BOUND_ERRORS for d in details) else "INVALID"
-        summary = "; ".join(f"{problem.path}: {problem.rule}" for problem in problems[:5])
-        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
-        raise ToolFailure(code, f"invalid arguments: {summary}{more}", problems=problems[:20]) from None
+        if not problems and all(d["type"] in _UPPER_BOUND_ERRORS for d in details):
+            code = "LIMIT"
+        problems = list(dict.fromkeys([*problems, *(_problem(model, detail) for detail in details)]))
+    else:
+        if not problems:
+            return parsed
+    summary = "; ".join(f"{problem.path}: {problem.rule}" for problem in problems[:5])
+    more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+    raise ToolFailure(code, f"invalid arguments: {summary}{more}", problems=problems[:20]) from None
+
+
+# Postgres text (and jsonb) cannot hold NUL, and UTF-8 cannot encode an unpaired surrogate: refused up front,
+# in every string and object key, instead of failing inside the database.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+_UNSTORABLE_RULE = "must not contain NUL characters or unpaired surrogates (\\ud800-\\udfff)"
+
+
+def _unstorable_paths(arguments: Mapping[str, Any]) -> list[str]:
+    """Paths of the strings and keys in ``arguments`` that text cannot store (iterative: any depth is safe)."""
+    found: list[str] = []
+    pending: list[tuple[str, object]] = [("", arguments)]
+    while pending:
+        path, value = pending.pop()
+        if isinstance(value, str):
+            if _UNSTORABLE.search(value):
+                found.append(path or "(arguments)")
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                name = key if isinstance(key, str) and _PLAIN_NAME.fullmatch(key) else "<field>"
+                inner = f"{path}.{name}" if path else name
+                if isinstance(key, str) and _UNSTORABLE.search(key):
+                    found.append(inner)
+                pending.append((inner, item))
+        elif isinstance(value, list | tuple):
+            pending.extend((f"{path}[{index}]", item) for index, item in enumerate(value))
+    return sorted(set(found))
 
 
 def _problem(model: type[BaseModel], detail: ErrorDetails) -> Problem:
@@ -303,6 +338,8 @@ def _problem(model: type[BaseModel], detail: ErrorDetails) -> Problem:
         rule = f"must be {bound[0]} {context.get(bound[1])}"
     elif kind in ("uuid_parsing", "uuid_version"):
         rule = "must be a UUID string such as 0190b7f2-6b6e-7d3a-9c1e-2f4a5b6c7d8e"
+    elif kind == "string_unicode":
+        rule = _UNSTORABLE_RULE
     elif kind == "finite_number":
         rule = "must be a finite number: NaN and Infinity are not accepted"
     elif kind in ("blank", "empty_rule", "incompatible"):

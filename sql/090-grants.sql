@@ -4,6 +4,8 @@
 -- functions are covered.
 
 grant usage on schema quarry to quarry_reader, quarry_admin;
+-- The semver range types (alembic 0004) live here; without usage a version filter fails for the reader.
+grant usage on schema quarry_types to quarry_reader, quarry_admin;
 
 grant select on all tables in schema quarry to quarry_reader;
 grant update (last_used_at) on quarry.api_keys to quarry_reader;

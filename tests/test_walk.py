@@ -59,3 +59,47 @@ def test_binary_oversized_and_symlinks_are_skipped_with_reasons(tmp_path: Path) 
     assert skipped["blob.txt"] == "binary content"
     assert skipped["big.md"].startswith("oversized")
     assert skipped["link.md"].startswith("symlink")
+
+
+def test_symlinked_directories_are_not_entered_wherever_they_point(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "a.md").write_text("# inside\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("# outside the root\n")
+    os.symlink(outside, root / "escape")  # a directory outside the root
+    os.symlink(root, root / "docs" / "loop")  # a cycle back to the root
+    os.symlink(root / "docs", root / "again")  # a second path to files already walked
+    (outside / "rules").write_text("docs/\n")
+    os.symlink(outside / "rules", root / ".gitignore")  # not read as ignore rules either
+
+    found, skipped = _walk(root)
+
+    assert found == ["docs/a.md"]
+    assert skipped == dict.fromkeys([".gitignore", "again", "docs/loop", "escape"], "symlink (not followed)")
+
+
+def test_paths_outside_the_root_are_never_read(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "a.md").write_text("# a\n")
+    (tmp_path / "secret.md").write_text("# outside\n")
+
+    # `only` (from `git diff`) names paths relative to the root: one that climbs out matches nothing
+    only = {"../secret.md", str(tmp_path / "secret.md"), "sub/../../secret.md", "sub/a.md"}
+    found = [item.relative_path for item in walk_tree(root, is_supported=_supported, max_file_bytes=100, only=only)]
+    assert found == ["sub/a.md"]
+    # a root written with `..` is resolved first: paths are relative to it and never climb out
+    found, _ = _walk(root / "sub" / ".." / "sub" / "..")
+    assert found == ["sub/a.md"]
+
+
+def test_special_files_are_skipped_not_read(tmp_path: Path) -> None:
+    (tmp_path / "ok.md").write_text("# fine\n")
+    os.mkfifo(tmp_path / "pipe.md")  # reading it would block the ingest forever
+
+    found, skipped = _walk(tmp_path)
+
+    assert found == ["ok.md"]
+    assert skipped == {"pipe.md": "not a regular file"}

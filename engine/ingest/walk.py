@@ -8,6 +8,7 @@ it passes over with a reason instead of dropping it silently.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,9 +87,11 @@ def walk_tree(
         kept_dirs = []
         for name in sorted(dir_names):
             relative = join(name)
-            if name in DEFAULT_EXCLUDED_DIRS or (current / name).is_symlink():
+            if name in DEFAULT_EXCLUDED_DIRS or any(rule.ignores(relative, is_dir=True) for rule in rules):
                 continue
-            if any(rule.ignores(relative, is_dir=True) for rule in rules):
+            if (current / name).is_symlink():
+                if only is None:  # `only` names files: a link is never one of them
+                    yield SkippedFile(relative, "symlink (not followed)")
                 continue
             kept_dirs.append(name)
         dir_names[:] = kept_dirs
@@ -105,7 +108,11 @@ def walk_tree(
                 continue
             if name.endswith(DEFAULT_EXCLUDED_SUFFIXES) or not is_supported(relative):
                 continue
-            size = path.stat().st_size
+            info = path.stat()
+            if not stat.S_ISREG(info.st_mode):  # a FIFO or a device: reading it could block or never end
+                yield SkippedFile(relative, "not a regular file")
+                continue
+            size = info.st_size
             if size > max_file_bytes:
                 yield SkippedFile(relative, f"oversized ({size} bytes > {max_file_bytes})")
                 continue
