@@ -152,6 +152,7 @@ def test_cancel_stops_a_running_ingest_between_batches_and_keeps_what_it_wrote(
     assert request_cancel(jobs_pool, queued.id) == "cancelled"  # not started: cancelled at once
     with pytest.raises(JobCancelledError):
         queued.start()
+    queued.close()  # a run holds a pooled connection until it ends
     with pytest.raises(NotFoundError):
         request_cancel(jobs_pool, uuid.uuid4())
 
@@ -329,6 +330,7 @@ def test_the_mcp_jobs_tool_rejects_bad_arguments(
 def test_cancel_and_retry_need_an_admin_key(jobs_pool: ConnectionPool, reader_pool: ConnectionPool,
                                             migrated_url: str) -> None:
     job = JobRun.create(jobs_pool, "ingest", SOURCE.slug, {"path": "/srv/docs", "source": {"slug": "jobs-test"}})
+    job.close()  # a queued job nobody holds; a run would keep a pooled connection until it ends
     search_key = api_keys.create_key(jobs_pool, f"jobs-search-{uuid.uuid4().hex[:8]}", ["search"])
     admin_key = api_keys.create_key(jobs_pool, f"jobs-admin-{uuid.uuid4().hex[:8]}", ["admin"])
     backend = StaticBackend(Settings(database_url=migrated_url), reader_pool)

@@ -281,7 +281,8 @@ def fuzzed(migrated_url: str, session_pool: ConnectionPool, local_embedder: Embe
     ingestor.ingest(write_corpus(root / "app", VERSIONED), SourceSpec(slug="app", kind="code_repo"))
     add_vector(session_pool, STORE, "v1", [0.1, 0.2, 0.3], metadata={"lang": "en", "year": 2024})
     add_vector(session_pool, STORE, "v2", [0.3, 0.2, 0.1], metadata={"lang": "fr"}, namespace="ns")
-    JobRun.create(session_pool, "ingest", "sample", {"path": "/srv/docs", "source": {"slug": "sample"}})
+    # a job for the jobs tool to act on; closed so it does not keep one of the pool's connections
+    JobRun.create(session_pool, "ingest", "sample", {"path": "/srv/docs", "source": {"slug": "sample"}}).close()
     with session_pool.connection() as conn:
         documents = [str(row[0]) for row in conn.execute("select id from quarry.documents order by path")]
         chunks = [str(row[0]) for row in conn.execute("select id from quarry.chunks order by id limit 5")]
