@@ -34,6 +34,9 @@ class Settings(BaseSettings):
     model_cache: Path | None = None  # default: <home>/models
     pool_min_size: int = Field(default=1, ge=0)
     pool_max_size: int = Field(default=8, ge=1)
+    #: Tool calls one server process runs at once; more are refused at once with BUSY instead of
+    #: queueing (bench/load.py: 64 queued clients waited ~1 s each at p50 on 2 cores).
+    max_in_flight: int = Field(default=16, ge=1)
     statement_timeout_ms: int = Field(default=15_000, ge=100)
     #: How long a request waits for a pooled connection (all busy, or the database down) before UNAVAILABLE.
     pool_timeout_ms: int = Field(default=5_000, ge=100)

@@ -24,9 +24,9 @@ import psycopg_pool
 from engine.errors import QuarryError
 
 ErrorCode = Literal["INVALID", "NOT_FOUND", "LIMIT", "RATE_LIMITED", "UNAUTHORIZED", "UNAVAILABLE", "INTERNAL",
-                   "FLOW_GATE"]
+                   "FLOW_GATE", "BUSY"]
 ERROR_CODES: tuple[ErrorCode, ...] = (
-    "INVALID", "NOT_FOUND", "LIMIT", "RATE_LIMITED", "UNAUTHORIZED", "UNAVAILABLE", "INTERNAL", "FLOW_GATE",
+    "INVALID", "NOT_FOUND", "LIMIT", "RATE_LIMITED", "UNAUTHORIZED", "UNAVAILABLE", "INTERNAL", "FLOW_GATE", "BUSY",
 )
 
 logger = logging.getLogger("quarry.mcp")

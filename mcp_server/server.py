@@ -65,7 +65,8 @@ read the rest with get_chunk, get_document or read_document_bytes.
 Errors arrive as {"error": {"code", "message", "problems": [{"path", "rule"}]}}: INVALID (fix the named \
 argument), LIMIT (ask for less: fewer queries, a smaller limit), NOT_FOUND (an unknown id: search again), \
 RATE_LIMITED (wait retry_after seconds), UNAUTHORIZED (API key missing, revoked or without the needed \
-scope), UNAVAILABLE (a dependency is down: retry later), FLOW_GATE (call suggest_query_params for that \
+scope), UNAVAILABLE (a dependency is down: retry later), BUSY (the server is at capacity: retry after \
+retry_after seconds), FLOW_GATE (call suggest_query_params for that \
 source first), INTERNAL (a bug: quote error_id)."""
 
 _READ_ONLY = types.ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
@@ -84,6 +85,7 @@ def build_server(backend: Backend, *, limiter: RateLimiter | None = None,
         tools = FlowGate.from_settings(backend.settings).wrap(all_tools())
     specs = {spec.name: spec for spec in tools}
     context = ToolContext(backend, limiter.policy if limiter is not None else None)
+    capacity = InFlight(backend.settings.max_in_flight)
     catalogue = [
         types.Tool(name=spec.name, title=spec.title, description=spec.description,
                    input_schema=spec.arguments.model_json_schema(),
@@ -98,6 +100,9 @@ def build_server(backend: Backend, *, limiter: RateLimiter | None = None,
         spec = specs.get(params.name)
         if spec is None:
             return failure(ToolFailure("NOT_FOUND", f"no such tool; the tools are {', '.join(specs)}"))
+        if not capacity.enter():
+            return failure(ToolFailure("BUSY", f"the server is at capacity ({capacity.limit} calls running); "
+                                       "retry shortly", retry_after=BUSY_RETRY_AFTER_S))
         try:
             arguments = parse_arguments(spec.arguments, params.arguments)
             caller = caller_of(ctx.request)
@@ -107,6 +112,8 @@ def build_server(backend: Backend, *, limiter: RateLimiter | None = None,
             text = await anyio.to_thread.run_sync(spec.run, call_context, arguments)
         except Exception as error:  # the boundary: whatever happened, the client gets the envelope
             return failure(classify(error, spec.name))
+        finally:
+            capacity.leave()
         return success(text)
 
     return Server(
@@ -118,6 +125,34 @@ def build_server(backend: Backend, *, limiter: RateLimiter | None = None,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+
+
+#: What a BUSY answer suggests waiting: about one search's time on a loaded server.
+BUSY_RETRY_AFTER_S = 0.25
+
+
+class InFlight:
+    """A count of running tool calls with a ceiling: past it, calls are refused, not queued.
+
+    Queueing under overload only makes every caller wait (and time out) together; an
+    immediate BUSY lets an assistant back off or try another replica.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._running = 0
+        self._lock = threading.Lock()
+
+    def enter(self) -> bool:
+        with self._lock:
+            if self._running >= self.limit:
+                return False
+            self._running += 1
+            return True
+
+    def leave(self) -> None:
+        with self._lock:
+            self._running -= 1
 
 
 def server_version() -> str:

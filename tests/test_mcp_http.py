@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -29,6 +30,8 @@ from engine.ingest.sources import SourceSpec
 from mcp_server.auth import AccessPolicy
 from mcp_server.http_app import build_http_app
 from mcp_server.ratelimit import RatePolicy
+from mcp_server.schemas import NoArgs
+from mcp_server.tools import ToolContext, ToolSpec, all_tools, one_token
 from tests.corpus import write_corpus
 from tests.mcp_harness import REPO, StaticBackend, http_transport, mcp_session, rpc, serving
 
@@ -365,3 +368,34 @@ def test_quarry_serve_runs_http_with_healthz(migrated_url: str, model_cache: Pat
     finally:
         process.terminate()
         process.wait(timeout=20)
+
+
+# --- overload ------------------------------------------------------------------------------------------------------
+
+
+def test_calls_past_the_in_flight_ceiling_are_refused_with_busy_not_queued(backend: StaticBackend) -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    def hold(_: ToolContext, __: NoArgs) -> str:
+        entered.set()
+        release.wait(30)
+        return "{}"
+
+    holding = ToolSpec(name="hold", title="Hold", description="Holds a call slot until the test releases it.",
+                       arguments=NoArgs, run=hold, cost=one_token)
+    tools = [holding, *all_tools()]
+    busy_backend = StaticBackend(Settings(database_url=backend.settings.database_url, max_in_flight=1),
+                                 backend.pool, backend.embedders)
+    app = build_http_app(busy_backend, AccessPolicy.for_bind("127.0.0.1", no_auth=True), tools=tools)
+    with serving(app) as url, mcp_session(http_transport(url + "/mcp")) as first, \
+            mcp_session(http_transport(url + "/mcp")) as second:
+        held = threading.Thread(target=first.call, args=("hold", {}))
+        held.start()
+        assert entered.wait(30)
+        started = time.monotonic()
+        refused = second.call("search", {"query": "partial index", "mode": "fts"})
+        assert time.monotonic() - started < 2  # refused at once, not after waiting for the slot
+        assert refused.error["code"] == "BUSY" and refused.error["retry_after"] > 0
+        release.set()
+        held.join(30)
+        assert not second.call("search", {"query": "partial index", "mode": "fts"}).is_error
