@@ -150,6 +150,9 @@ def test_reranker_prepends_instructions_to_the_query(standin: VoyageStandIn) -> 
     reranker(standin, "rerank-2").rerank("read a file", ["fs.readFile"], instructions="Prefer TypeScript examples.")
     queries = [r.body["query"] for r in standin.requests]
     assert queries == ["Prefer TypeScript examples.\n\nQuery: read a file", "read a file"]
+    # what callers read to say whether instructions were applied
+    assert reranker(standin).follows_instructions is True
+    assert reranker(standin, "rerank-2").follows_instructions is False
 
 
 def test_overlong_instructions_are_clipped_not_the_query(standin: VoyageStandIn) -> None:

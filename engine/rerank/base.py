@@ -21,6 +21,11 @@ class Reranker(Protocol):
     @property
     def model_name(self) -> str: ...
 
+    @property
+    def follows_instructions(self) -> bool:
+        """Whether ``rerank`` passes ``instructions`` to the model (callers report when it does not)."""
+        ...
+
     def rerank(
         self,
         query: str,
@@ -32,7 +37,7 @@ class Reranker(Protocol):
         """The documents' scores, best first, at most ``top_k`` of them.
 
         ``instructions`` steer relevance (e.g. "prefer TypeScript examples"); a reranker
-        that cannot follow instructions still accepts them. Raises ``ProviderError``
+        that cannot follow them (``follows_instructions`` false) accepts and ignores them. Raises ``ProviderError``
         when the model cannot answer (timeout, HTTP failure, open circuit breaker).
         """
         ...

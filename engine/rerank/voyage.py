@@ -91,6 +91,10 @@ class VoyageReranker:
     def model_name(self) -> str:
         return self._model
 
+    @property
+    def follows_instructions(self) -> bool:
+        return self._limits.follows_instructions
+
     def rerank(
         self,
         query: str,

@@ -203,7 +203,7 @@ def _rerank(context: ToolContext, plan: SearchPlan, query: str, hits: list[Searc
     note = f"reranked by {reranker.model_name}"
     if len(set(plan.queries)) > 1:
         note += " against the first query"
-    if plan.rerank_instructions is not None and not getattr(reranker, "follows_instructions", True):
+    if plan.rerank_instructions is not None and not reranker.follows_instructions:
         note += "; this reranker cannot follow rerank_instructions, so they were not applied"
     return note
 

@@ -123,7 +123,7 @@ def _reranker(context: ToolContext) -> dict[str, Any]:
         return {"configured": False, "note": "no reranker is configured (set VOYAGE_API_KEY, or QUARRY_RERANKER="
                 "cross-encoder:/path/to/model); searches keep the fused order"}
     return {"configured": True, "available": True, "model": reranker.model_name,
-            "follows_instructions": bool(getattr(reranker, "follows_instructions", True))}
+            "follows_instructions": reranker.follows_instructions}
 
 
 def _version() -> str:
