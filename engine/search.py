@@ -131,7 +131,8 @@ def search(
     if vector_search and code_mode != "exclusive" and text_vectors is None:
         text_vectors = _embed(embedder, texts, mode, space)
     if vector_search and code_mode != "off" and code_vectors is None:
-        code_vectors = _embed(code_embedder, texts, mode, CODE_SPACE)
+        shared = code_embedder is embedder and text_vectors is not None and query_vectors is None
+        code_vectors = text_vectors if shared else _embed(code_embedder, texts, mode, CODE_SPACE)
     combined: dict[str, Any] = dict(filters or {})
     if sources:
         combined["source_slug"] = {"any_of": list(sources)}

@@ -218,3 +218,30 @@ def test_reranker_configuration_is_checked(tmp_path: Path) -> None:
         build_reranker(Settings(reranker=f"cross-encoder:{tmp_path / 'absent'}"))
 
 
+
+
+class _CountingEmbedder:
+    """The local model, counting how often queries are embedded."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self._inner = inner
+        self.query_calls = 0
+        self.model_name = inner.model_name
+        self.dimension = inner.dimension
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        return self._inner.embed_documents(texts)
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        self.query_calls += 1
+        return self._inner.embed_queries(texts)
+
+
+def test_one_model_serving_both_spaces_embeds_the_query_once(corpus: ConnectionPool, migrated_url: str,
+                                                             local_embedder: Embedder) -> None:
+    counting = _CountingEmbedder(local_embedder)
+    with _session(migrated_url, corpus, dict.fromkeys(SPACES, counting)) as mcp:
+        body = mcp.ok("search", {"query": "parse a user id", "limit": 5})
+    assert body["vector_spaces"] == ["text", "code"] and body["code_mode_used"] == "on"
+    assert any(result["code_rank"] is not None for result in body["results"])
+    assert counting.query_calls == 1

@@ -121,7 +121,14 @@ def retrieve(context: ToolContext, plan: SearchPlan) -> Retrieval:
         if code_mode != "exclusive":
             text_vectors = embed_queries(context, TEXT_SPACE, queries, degradation)
         if code_mode != "off":
-            code_vectors = embed_queries(context, CODE_SPACE, queries, degradation)
+            embedders = backend.embedders
+            if code_mode == "on" and embedders[CODE_SPACE] is embedders[TEXT_SPACE]:
+                # one model serves both spaces (the local default): the query is embedded once
+                code_vectors = text_vectors
+                if text_vectors is None:
+                    degradation.failed_legs.append("code")  # the same failure, already reported
+            else:
+                code_vectors = embed_queries(context, CODE_SPACE, queries, degradation)
         if text_vectors is None and code_vectors is None:
             if mode == "vector":
                 error_id = new_error_id()
