@@ -41,6 +41,7 @@ select s.slug,
        s.verified,
        s.deprecated,
        s.version,
+       s.base_url,
        docs.documents,
        (select count(*) from quarry.chunks c where c.source_id = s.id) as chunks,
        coalesce((select jsonb_object_agg(per_space.space, per_space.vectors)

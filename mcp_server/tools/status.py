@@ -19,16 +19,10 @@ from mcp_server.tools import ToolContext, ToolSpec, one_token
 logger = logging.getLogger("quarry.mcp")
 
 _SOURCES = """
-    select s.slug, s.display_name, s.kind, s.attribution, s.verified, s.deprecated, s.base_url,
-           s.last_ingested_at,
-           (select count(*) from quarry.documents d where d.source_id = s.id) as documents,
-           (select count(*) from quarry.chunks c where c.source_id = s.id) as chunks,
-           coalesce((select jsonb_object_agg(per_space.space, per_space.embeddings)
-                     from (select e.space, count(*) as embeddings
-                           from quarry.embeddings e join quarry.chunks c on c.id = e.chunk_id
-                           where c.source_id = s.id group by e.space) per_space), '{}'::jsonb) as embeddings
-    from quarry.sources s
-    order by s.slug
+    select slug, display_name, kind, attribution, verified, deprecated, base_url, last_ingested_at,
+           documents, chunks, embeddings
+    from quarry.source_stats
+    order by slug
 """
 
 _SPACES = """
