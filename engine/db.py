@@ -105,6 +105,10 @@ def configure_connection(conn: psycopg.Connection[Any], statement_timeout_ms: in
     conn.commit()
 
 
+#: How long one connection attempt keeps retrying (1, 2, 4 ... s apart) before the pool gives up on it.
+RECONNECT_GIVE_UP_S = 3.0
+
+
 def open_pool(url: str, settings: Settings | None = None, *, role: str | None = None,
               **overrides: Any) -> ConnectionPool:
     """A connection pool with pgvector types registered once per connection, optionally under ``role``.
@@ -134,6 +138,10 @@ def open_pool(url: str, settings: Settings | None = None, *, role: str | None = 
         "configure": lambda conn: configure_connection(conn, timeout_ms, role),
         "check": check,
         "timeout": settings.pool_timeout_ms / 1000,
+        # psycopg_pool retries a failed connection attempt with a doubling delay until this
+        # runs out (default 5 min, so a gap of minutes after a long outage); giving up sooner
+        # lets the next request start a fresh attempt at once, so recovery follows the database.
+        "reconnect_timeout": RECONNECT_GIVE_UP_S,
         "name": "quarry",
     }
     if "connect_timeout" not in psycopg.conninfo.conninfo_to_dict(url):

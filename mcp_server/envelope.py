@@ -100,7 +100,13 @@ def classify(error: BaseException, where: str) -> ToolFailure:
         logger.warning("statement timeout %s in %s", error_id, where, exc_info=error)
         return ToolFailure("UNAVAILABLE", "the database did not answer in time; retry, or narrow the request",
                            error_id=error_id)
-    if isinstance(error, psycopg.OperationalError | psycopg_pool.PoolTimeout):
+    if isinstance(error, psycopg_pool.PoolTimeout):
+        # Either the database is down or every pooled connection stayed busy: the pool cannot tell.
+        error_id = new_error_id()
+        logger.error("no pooled connection %s in %s", error_id, where, exc_info=error)
+        return ToolFailure("UNAVAILABLE", "no database connection came free in time (the database is down or "
+                           "every connection is busy); retry later", error_id=error_id)
+    if isinstance(error, psycopg.OperationalError):
         error_id = new_error_id()
         logger.error("database unavailable %s in %s", error_id, where, exc_info=error)
         return ToolFailure("UNAVAILABLE", "the database is unavailable; retry later", error_id=error_id)

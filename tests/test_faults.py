@@ -299,8 +299,10 @@ def test_a_restart_fails_requests_fast_and_the_server_recovers_by_itself(
         "after_restart": {"requests": len(recovered), "codes": sorted({o.code for o in recovered})},
     }
     print(json.dumps(report, indent=1))
-    # The searches blocked in the database when it stopped fail at once with UNAVAILABLE.
-    assert len(in_flight) >= 2 and all(o.code == "UNAVAILABLE" for o in in_flight), report
+    # The searches blocked in the database when it stopped fail at once with UNAVAILABLE. (One may
+    # still succeed: the fast stop ends the lock holder, and a woken waiter can finish first.)
+    assert sum(o.code == "UNAVAILABLE" for o in in_flight) >= 2, report
+    assert {o.code for o in in_flight} <= {"UNAVAILABLE", "ok"}, report
     assert all(o.finished - stopping < UNAVAILABLE_BOUND_S for o in in_flight), report
     # While it is down every request fails, each within the bound: nothing waits for the database to return.
     assert finished_down and all(o.code == "UNAVAILABLE" for o in finished_down), report
