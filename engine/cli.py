@@ -388,6 +388,11 @@ def _status(runtime: Runtime) -> int:
         spaces = conn.execute("select name, model, dimension from quarry.embedding_spaces order by name").fetchall()
     external = runtime.settings.database_url is not None
     print(f"database: {'DATABASE_URL' if external else 'embedded in ' + str(runtime.settings.home)}")
+    if runtime.settings.read_database_urls:
+        from engine.replicas import check_replicas
+
+        for health in check_replicas(runtime.settings.read_database_urls, runtime.database_url, runtime.settings):
+            print(f"read replica {health.dsn}: {health.summary()}")
     for name, model, dimension in spaces:
         print(f"space {name}: {model} ({dimension} dims)")
     for slug, documents, chunks, embeddings, last in rows:

@@ -10,12 +10,15 @@ both spaces and there is no reranker unless ``QUARRY_RERANKER=cross-encoder:/pat
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from pathlib import Path
+from typing import Annotated
 
 import platformdirs
-from pydantic import AliasChoices, Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+import psycopg
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 def _default_home() -> Path:
@@ -25,7 +28,8 @@ def _default_home() -> Path:
 class Settings(BaseSettings):
     """Runtime configuration. Every field maps to ``QUARRY_<FIELD>``."""
 
-    model_config = SettingsConfigDict(env_prefix="QUARRY_", extra="ignore", frozen=True)
+    # hide_input_in_errors: a rejected DSN may hold a password, and errors end up in logs.
+    model_config = SettingsConfigDict(env_prefix="QUARRY_", extra="ignore", frozen=True, hide_input_in_errors=True)
 
     database_url: str | None = Field(
         default=None, validation_alias=AliasChoices("QUARRY_DATABASE_URL", "DATABASE_URL")
@@ -43,6 +47,15 @@ class Settings(BaseSettings):
     #: libpq ``connect_timeout`` for the pool's connections, unless the DSN sets one.
     connect_timeout_s: int = Field(default=5, ge=1)
     max_file_bytes: int = Field(default=2_000_000, ge=1_000)
+    #: Streaming replicas that serve read-only tools (comma-separated DSNs, or a JSON list when a DSN
+    #: holds a comma); writes, key metering and jobs stay on the primary (``engine.replicas``).
+    read_database_urls: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(), validation_alias=AliasChoices("QUARRY_READ_DATABASE_URLS", "READ_DATABASE_URLS")
+    )
+    #: A replica replaying further behind the primary than this is skipped until it catches up.
+    replica_max_lag_ms: int = Field(default=10_000, ge=0)
+    #: How often each replica's health and lag are checked (in the background, never by a request).
+    replica_check_interval_ms: int = Field(default=2_000, ge=100, le=600_000)
     rrf_k: int = Field(default=60, ge=1)
 
     voyage_api_key: SecretStr | None = Field(
@@ -64,9 +77,45 @@ class Settings(BaseSettings):
     flow_gate: bool = False
     flow_gate_ttl_s: float = Field(default=600.0, gt=0)
 
+    @field_validator("read_database_urls", mode="before")
+    @classmethod
+    def _read_database_urls(cls, value: object) -> object:
+        return parse_dsn_list(value) if isinstance(value, str) else value
+
+    @field_validator("read_database_urls")
+    @classmethod
+    def _valid_dsns(cls, urls: tuple[str, ...]) -> tuple[str, ...]:
+        for index, url in enumerate(urls):
+            if not url.strip():
+                raise ValueError(f"entry {index + 1} is empty (a stray comma?)")
+            try:
+                psycopg.conninfo.conninfo_to_dict(url)
+            except psycopg.ProgrammingError as error:
+                # libpq's message names the problem; the DSN itself may hold a password, so it is not echoed
+                raise ValueError(f"entry {index + 1} is not a valid Postgres DSN: {error}") from None
+        if len(set(urls)) != len(urls):
+            raise ValueError("a replica is listed twice")
+        return urls
+
     @property
     def model_dir(self) -> Path:
         return self.model_cache if self.model_cache is not None else self.home / "models"
+
+
+def parse_dsn_list(value: str) -> tuple[str, ...]:
+    """``READ_DATABASE_URLS``: DSNs separated by commas, or a JSON list of strings (for DSNs with commas)."""
+    text = value.strip()
+    if not text:
+        return ()
+    if text.startswith("["):
+        try:
+            parsed = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"a value starting with '[' must be a JSON list of DSN strings ({error})") from None
+        if not isinstance(parsed, list) or not all(isinstance(url, str) for url in parsed):
+            raise ValueError("a value starting with '[' must be a JSON list of DSN strings")
+        return tuple(url.strip() for url in parsed)
+    return tuple(url.strip() for url in text.split(","))
 
 
 @lru_cache(maxsize=1)

@@ -10,6 +10,7 @@ from engine.config import Settings, get_settings
 from engine.db import READER_ROLE, database_url, open_pool
 from engine.embed.base import Embedder
 from engine.migrations import ensure_migrated
+from engine.replicas import ReplicaSet
 from engine.rerank.base import Reranker
 
 
@@ -28,6 +29,14 @@ class Runtime:
         return open_pool(self.database_url, self.settings, role=READER_ROLE if self.read_only else None)
 
     @cached_property
+    def replicas(self) -> ReplicaSet | None:
+        """The read replicas (``READ_DATABASE_URLS``), health checks running; None when there are none."""
+        if not self.settings.read_database_urls:
+            return None
+        return ReplicaSet(self.settings.read_database_urls, self.pool, self.database_url, self.settings,
+                          role=READER_ROLE if self.read_only else None)
+
+    @cached_property
     def embedders(self) -> dict[str, Embedder]:
         """Embedder per space (``text``, ``code``), as configured; see ``engine.models``."""
         from engine.models import build_embedders
@@ -41,6 +50,9 @@ class Runtime:
         return build_reranker(self.settings)
 
     def close(self) -> None:
+        replicas = self.__dict__.get("replicas")
+        if replicas is not None:
+            replicas.close()
         if "pool" in self.__dict__:
             self.pool.close()
 

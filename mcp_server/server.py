@@ -6,6 +6,8 @@ derives argument models from function signatures and validates them leniently
 which the tool contract forbids. Here every call goes: strict argument model ->
 rate limit (HTTP keys only) -> the tool's blocking ``run`` in a worker thread ->
 bounded JSON text; every failure becomes the error envelope with ``isError: true``.
+With read replicas, a read-only tool's ``run`` gets a replica's pool; the key check
+(in the HTTP gate), the rate limit and every tool that writes use the primary's.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 from engine.embed.base import TEXT_SPACE
+from engine.replicas import ReplicaSet
 from mcp_server.auth import caller_of
-from mcp_server.backend import Backend
+from mcp_server.backend import Backend, on_pool, replicas_of
 from mcp_server.envelope import ToolFailure, classify, failure, success
 from mcp_server.flow_gate import FlowGate
 from mcp_server.ratelimit import RateLimiter
@@ -86,6 +89,7 @@ def build_server(backend: Backend, *, limiter: RateLimiter | None = None,
     specs = {spec.name: spec for spec in tools}
     context = ToolContext(backend, limiter.policy if limiter is not None else None)
     capacity = InFlight(backend.settings.max_in_flight)
+    replicas = replicas_of(backend)
     catalogue = [
         types.Tool(name=spec.name, title=spec.title, description=spec.description,
                    input_schema=spec.arguments.model_json_schema(),
@@ -109,7 +113,10 @@ def build_server(backend: Backend, *, limiter: RateLimiter | None = None,
             if caller is not None and limiter is not None:
                 await anyio.to_thread.run_sync(limiter.charge, caller, spec.cost(arguments))
             call_context = context if caller is None else replace(context, caller=caller)
-            text = await anyio.to_thread.run_sync(spec.run, call_context, arguments)
+            if spec.read_only and replicas is not None:
+                text = await anyio.to_thread.run_sync(run_on_replica, replicas, spec, call_context, arguments)
+            else:
+                text = await anyio.to_thread.run_sync(spec.run, call_context, arguments)
         except Exception as error:  # the boundary: whatever happened, the client gets the envelope
             return failure(classify(error, spec.name))
         finally:
@@ -125,6 +132,12 @@ def build_server(backend: Backend, *, limiter: RateLimiter | None = None,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+
+
+def run_on_replica(replicas: ReplicaSet, spec: ToolSpec[Any], context: ToolContext, arguments: Any) -> str:
+    """A read-only tool on a replica's pool (or the primary's, when none is usable or the replica fails)."""
+    return replicas.run_read(lambda pool: spec.run(replace(context, backend=on_pool(context.backend, pool)),
+                                                   arguments))
 
 
 #: What a BUSY answer suggests waiting: about one search's time on a loaded server.

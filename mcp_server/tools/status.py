@@ -10,7 +10,9 @@ import psycopg
 import psycopg_pool
 from psycopg.rows import dict_row
 
+from engine.replicas import describe_reads
 from mcp_server import limits
+from mcp_server.backend import ReadRoute, replicas_of
 from mcp_server.bounds import bounded_json
 from mcp_server.envelope import new_error_id, to_json
 from mcp_server.schemas import NoArgs
@@ -62,7 +64,8 @@ def run_list_sources(context: ToolContext, _: NoArgs) -> str:
 
 
 def run_status(context: ToolContext, _: NoArgs) -> str:
-    payload: dict[str, Any] = {"server": {"name": "quarry", "version": _version()}}
+    payload: dict[str, Any] = {"server": {"name": "quarry", "version": _version()},
+                               "read_replicas": describe_reads(replicas_of(context.backend))}
     try:
         with context.backend.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
             totals = cursor.execute(_TOTALS).fetchone() or {}
@@ -70,13 +73,15 @@ def run_status(context: ToolContext, _: NoArgs) -> str:
     except (psycopg.Error, psycopg_pool.PoolTimeout) as error:
         error_id = new_error_id()
         logger.error("status: database unreachable %s", error_id, exc_info=error)
-        payload |= {"healthy": False, "database": {"reachable": False, "error_id": error_id}}
+        payload |= {"healthy": False, "database": {"reachable": False, "error_id": error_id,
+                                                   "served_by": _served_by(context)}}
         return to_json(payload)
     pending = sum(space["pending_chunks"] for space in spaces if space["serves"] is not None)
     indexes_valid = all(space["index_valid"] for space in spaces) and bool(totals.get("fts_index_valid"))
     payload |= {
         "healthy": indexes_valid,
-        "database": {"reachable": True, "postgres": totals.get("postgres"), "pgvector": totals.get("pgvector")},
+        "database": {"reachable": True, "postgres": totals.get("postgres"), "pgvector": totals.get("pgvector"),
+                     "served_by": _served_by(context)},
         "corpus": {key: totals.get(key) for key in ("sources", "documents", "chunks")},
         "embedding_spaces": [
             {"space": space["name"], "serves": space["serves"], "model": space["model"],
@@ -94,6 +99,16 @@ def run_status(context: ToolContext, _: NoArgs) -> str:
         else "not metered on this connection (stdio, or HTTP without keys)",
     }
     return to_json(payload)
+
+
+def _served_by(context: ToolContext) -> str:
+    """Which database answered this call: the primary, or a read replica (its DSN, password redacted)."""
+    backend = context.backend
+    if not isinstance(backend, ReadRoute):
+        return "primary"
+    replicas = replicas_of(backend)
+    dsn = replicas.dsn_of(backend.pool) if replicas is not None else None
+    return f"replica {dsn}" if dsn is not None else "replica"
 
 
 def _query_models(context: ToolContext) -> dict[str, Any]:
@@ -147,8 +162,9 @@ STATUS = ToolSpec(
     description=(
         "Server health: database reachability and versions, corpus totals, each embedding space with its "
         "model, vector count, chunks still waiting to be embedded and index state, whether a reranker and a "
-        "code space exist, the server's limits (results, queries, response bytes, page sizes) and the rate "
-        "limit. Call it when results look wrong or a request hits a limit."
+        "code space exist, the server's limits (results, queries, response bytes, page sizes), the rate "
+        "limit, and read replicas (state ok/down/lagging, replay lag, where reads go). Call it when results "
+        "look wrong or a request hits a limit."
     ),
     arguments=NoArgs,
     run=run_status,
