@@ -93,6 +93,12 @@ def filters_json(filters: Filters | None) -> str | None:
     })
 
 
+#: Fusion's vector weights, the defaults of quarry.hybrid_search: prose chosen on SciFact by
+#: cross-validation (bench/fusion_weights.py), code on CoSQA's dev split (docs/BENCHMARKS.md).
+PROSE_VECTOR_WEIGHT = 0.40
+CODE_VECTOR_WEIGHT = 0.8
+
+
 def search(
     pool: ConnectionPool,
     embedder: Embedder | None,
@@ -113,8 +119,8 @@ def search(
     rrf_k: int = 60,
     candidates: int = 50,
     fusion: Fusion = "convex",
-    vector_weight: float = 0.45,
-    code_vector_weight: float = 0.8,
+    vector_weight: float = PROSE_VECTOR_WEIGHT,
+    code_vector_weight: float = CODE_VECTOR_WEIGHT,
 ) -> SearchOutcome:
     """Ranked chunks for one or more distinct queries; ``fts`` mode never calls an embedder.
 

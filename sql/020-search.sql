@@ -63,7 +63,7 @@ create or replace function quarry.hybrid_search(
     rrf_k int default 60,
     per_term_depth int default 1000,
     fusion text default 'convex',
-    vector_weight double precision default 0.45,
+    vector_weight double precision default 0.40,
     code_vector_weight double precision default 0.8,
     code_embeddings vector[] default null,
     code_mode text default 'off',

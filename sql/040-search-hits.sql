@@ -10,7 +10,7 @@ create or replace function quarry.search_hits(
     candidate_count int default 50,
     rrf_k int default 60,
     fusion text default 'convex',
-    vector_weight double precision default 0.45,
+    vector_weight double precision default 0.40,
     code_vector_weight double precision default 0.8,
     code_embeddings vector[] default null,
     code_mode text default 'off',

@@ -192,7 +192,7 @@ begin
     end if;
     return next;
 
-    vector_weight := case when hit.is_code then 0.8 else 0.45 end;
+    vector_weight := case when hit.is_code then 0.8 else 0.40 end;
     step := 'fusion';
     detail := jsonb_build_object(
         'method', 'convex: (1 - w) * fts normalized + w * vector normalized, per query',
