@@ -2,7 +2,7 @@
 
 ``auto`` picks Voyage when an API key is configured and the local default otherwise.
 Spaces configured with the same model share one embedder object, so ingestion
-computes their vectors once (see ``Ingestor._space_vectors``).
+computes their vectors once (see ``Ingestor._model_groups``).
 """
 
 from __future__ import annotations

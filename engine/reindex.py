@@ -113,6 +113,11 @@ def _relations(pool: ConnectionPool) -> int:
 
 def _vectors(pool: ConnectionPool) -> int:
     with pool.connection() as conn:
+        # An HNSW index a killed bulk ingest left deferred (engine.ingest.vector_indexes) is built
+        # first, from its recorded definition: there is nothing to reindex until it exists.
+        with conn.transaction():
+            conn.execute("select set_config('statement_timeout', '0', true)")
+            conn.execute("select quarry.restore_space_indexes()")
         names = [str(name) for (name,) in conn.execute(
             "select quarry.space_index_name(name) from quarry.embedding_spaces order by name").fetchall()]
         names.append("chunks_search_vector_idx")

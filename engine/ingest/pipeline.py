@@ -6,14 +6,22 @@ the same transaction); a file gone from the tree is deleted. Vectors are reused 
 any chunk text embedded before (renames, moves, untouched sections), so only new
 text pays for the model. Documents are written in batches, each its own
 transaction: an interrupted run keeps what it finished, and rerunning completes it.
+
+Parsing and writing overlap (``engine.ingest.write_behind``): this thread walks and
+parses while a writer thread embeds what is new and writes, so Python and the Postgres
+backend each keep a core busy. Reused vectors never leave the server: a batch copies them
+from the stored rows by content hash in SQL. A load large for its embedding space defers
+the space's HNSW index and builds it once at the end (``engine.ingest.vector_indexes``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -25,81 +33,48 @@ from psycopg_pool import ConnectionPool
 from engine.embed.base import CODE_SPACE, Embedder
 from engine.errors import BusyError
 from engine.ids import uuid7
+from engine.ingest.batch import (
+    ModelGroup,
+    PendingDocument,
+    Segment,
+    chunk_embedding_input,
+    copy_chunks,
+    copy_documents,
+    embedding_input,
+    input_hash,
+    needs_model,
+    write_vectors,
+)
 from engine.ingest.changes import ChangeSet
 from engine.ingest.manifests import constraints_in_manifest, manifest_kind
-from engine.ingest.model import PARSER_VERSION, ParsedDocument
+from engine.ingest.model import PARSER_VERSION
 from engine.ingest.parsers import ParseError, is_supported, parse_document
-from engine.ingest.parsers.packing import count_tokens
-from engine.ingest.sources import SourceSpec, document_url
+from engine.ingest.sources import SourceSpec
+from engine.ingest.summary import IngestProgress, IngestSummary, ProgressCallback
+from engine.ingest.vector_indexes import DeferredIndexes
 from engine.ingest.version_store import StatedVersions, store_versions
-from engine.ingest.versions import VersionConstraint, constraints_in_document
-from engine.ingest.walk import FoundFile, SkippedFile, walk_tree
+from engine.ingest.versions import constraints_in_document
+from engine.ingest.walk import Candidate, FoundFile, SkippedFile, list_tree, read_tree
+from engine.ingest.write_behind import WriteBehind
 from engine.jobs import JobRun
 from engine.relations import store_relations
+
+__all__ = ["INGEST_LOCK_CLASS", "IngestProgress", "IngestSummary", "Ingestor", "ProgressCallback",
+           "chunk_embedding_input", "embedding_input", "input_hash"]
 
 #: Advisory-lock class for "ingesting source <id>" (the second key is the source id).
 INGEST_LOCK_CLASS = 0x5149  # "QI"
 
-#: Chunks per write transaction: big enough to amortise round trips, small enough
-#: that an interruption loses little work and the progress display moves every few
-#: seconds (the local model embeds ~80 chunks/s).
+#: Chunks per segment the parser hands to the writer. A segment the model must embed is
+#: written in its own transaction: an interruption loses little model work, and the
+#: progress display moves every few seconds (the local model embeds ~80 chunks/s).
 _BATCH_CHUNKS = 256
-
-ProgressCallback = Callable[["IngestProgress"], None]
-
-
-@dataclass
-class IngestProgress:
-    """What a progress display shows; reported per file and after every written batch."""
-
-    files_seen: int = 0
-    current_path: str = ""
-    chunks_written: int = 0
-    vectors_embedded: int = 0
-
-
-@dataclass
-class IngestSummary:
-    source: str
-    added: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    deleted: int = 0
-    chunks_written: int = 0
-    vectors_embedded: int = 0
-    vectors_reused: int = 0
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-    failed: list[tuple[str, str]] = field(default_factory=list)
-    parse_seconds: float = 0.0
-    embed_seconds: float = 0.0
-    write_seconds: float = 0.0
-    total_seconds: float = 0.0
-    since: str | None = None  # the git revision of an incremental (--since) run
-    changed_paths: int | None = None  # how many paths git reported changed since it
-
-    def one_line(self) -> str:
-        scope = "" if self.since is None else f" since {self.since} ({self.changed_paths} paths changed)"
-        return (
-            f"{self.source}{scope}: {self.added} added, {self.updated} updated, {self.unchanged} unchanged, "
-            f"{self.deleted} deleted, {len(self.skipped)} skipped, {len(self.failed)} failed; "
-            f"{self.chunks_written} chunks, {self.vectors_embedded} embedded, "
-            f"{self.vectors_reused} reused; {self.total_seconds:.1f}s "
-            f"(parse {self.parse_seconds:.1f}s, embed {self.embed_seconds:.1f}s, write {self.write_seconds:.1f}s)"
-        )
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "source": self.source, "since": self.since, "changed_paths": self.changed_paths,
-            "added": self.added, "updated": self.updated,
-            "unchanged": self.unchanged, "deleted": self.deleted,
-            "chunks_written": self.chunks_written, "vectors_embedded": self.vectors_embedded,
-            "vectors_reused": self.vectors_reused,
-            "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
-            "failed": [{"path": p, "reason": r} for p, r in self.failed],
-            "seconds": {"parse": round(self.parse_seconds, 3), "embed": round(self.embed_seconds, 3),
-                        "write": round(self.write_seconds, 3), "total": round(self.total_seconds, 3)},
-        }
-
+#: Consecutive segments whose vectors are all stored already are written together, up to
+#: this many chunks per transaction: per-transaction work (term statistics, triggers,
+#: commit) is then paid once per 2,048 chunks instead of once per 256.
+_WRITE_CHUNKS = 2048
+#: Segments the parser may run ahead of the writer (enough to fill one merged write).
+_WRITE_AHEAD = _WRITE_CHUNKS // _BATCH_CHUNKS
 
 @dataclass(frozen=True, slots=True)
 class _StoredDocument:
@@ -108,26 +83,19 @@ class _StoredDocument:
     parser_version: int
 
 
-@dataclass(slots=True)
-class _PendingDocument:
-    path: str
-    raw: bytes
-    content_hash: bytes
-    parsed: ParsedDocument
-    replaces: UUID | None  # id of the stored version this one replaces
-    constraints: list[VersionConstraint] = field(default_factory=list)
-    manifest_kind: str | None = None  # set when the file is a dependency manifest
-
-
 def _is_ingested(relative_path: str) -> bool:
     return is_supported(relative_path) or manifest_kind(relative_path) is not None
 
 
+_progress_lock = threading.Lock()  # the parser and the writer both report progress
+
+
 def _report(progress: ProgressCallback | None, state: IngestProgress, summary: IngestSummary) -> None:
     if progress is not None:
-        state.chunks_written = summary.chunks_written
-        state.vectors_embedded = summary.vectors_embedded
-        progress(state)
+        with _progress_lock:
+            state.chunks_written = summary.chunks_written
+            state.vectors_embedded = summary.vectors_embedded
+            progress(state)
 
 
 def _start_job(pool: ConnectionPool, job: JobRun | None, root: Path, source: SourceSpec, wait_for_lock: bool,
@@ -149,31 +117,6 @@ def _job_counts(state: IngestProgress | None, summary: IngestSummary) -> dict[st
     return counts if state is None else {"files_seen": state.files_seen, **counts}
 
 
-def embedding_input(parsed: ParsedDocument, chunk_index: int) -> str:
-    """The text a chunk is embedded as: its content with the context a reader would see.
-
-    Docs get their title and heading path (the title once, though it is usually the
-    first heading too). Code that contains its own definition gets nothing: module
-    paths are file-system words no query uses, and measured on CoSQA they cost the
-    vector leg 0.016 nDCG@10. Code without its name in view (a split symbol's later
-    pieces) keeps the symbol's name within its module.
-    """
-    chunk = parsed.chunks[chunk_index]
-    return chunk_embedding_input(parsed.title, chunk.heading_path, chunk.symbol_path, chunk.content)
-
-
-def chunk_embedding_input(title: str, heading_path: Sequence[str], symbol_path: str | None, content: str) -> str:
-    """``embedding_input`` from a chunk's stored fields (what re-embedding reads back)."""
-    if symbol_path is not None:
-        name = symbol_path.rsplit(".", 1)[-1]
-        return content if name in content else f"{name}\n{content}"
-    headings = list(heading_path)
-    if headings and headings[0] == title:
-        headings = headings[1:]
-    context = " > ".join((title, *headings))
-    return f"{context}\n{content}"
-
-
 def _check_lock_session(lock_conn: Connection[Any]) -> None:
     """Fail before a batch if the session holding the source's lock died (e.g. a database restart).
 
@@ -184,9 +127,28 @@ def _check_lock_session(lock_conn: Connection[Any]) -> None:
     lock_conn.execute("select 1")
 
 
-def input_hash(text: str) -> bytes:
-    """Key under which a vector of this embedding input is stored and reused."""
-    return hashlib.sha256(text.encode("utf-8")).digest()
+@dataclass(frozen=True, slots=True)
+class _WriteTarget:
+    """What the writer thread writes into, and reports to, during one run."""
+
+    source_id: int
+    base_url: str | None
+    url_template: str | None
+    groups: list[ModelGroup]
+    lock_conn: Connection[Any]
+    job: JobRun
+    indexes: DeferredIndexes
+    state: IngestProgress
+    progress: ProgressCallback | None
+    summary: IngestSummary
+
+
+def _restore_quietly(indexes: DeferredIndexes) -> None:
+    """After a failed run, build the indexes it deferred if the database lets us (the next run would)."""
+    try:
+        indexes.restore()
+    except Exception as error:  # the database may be what failed
+        logging.getLogger(__name__).warning("deferred HNSW indexes left for the next ingest to build: %s", error)
 
 
 class Ingestor:
@@ -198,7 +160,6 @@ class Ingestor:
         self._pool = pool
         self._embedders = dict(embedders)
         self._max_file_bytes = max_file_bytes
-        self._physical_spaces: dict[str, str] = {}  # logical space -> the generation serving it
 
     def ingest(
         self,
@@ -229,46 +190,37 @@ class Ingestor:
             source_id, base_url, url_template = self._upsert_source(lock_conn, source, root)
             self._lock_source(lock_conn, source_id, source.slug, wait_for_lock)
             run: JobRun | None = None
+            writer: WriteBehind[Segment] | None = None
+            indexes: DeferredIndexes | None = None
             try:
                 run = _start_job(self._pool, job, root, source, wait_for_lock, summary.since)
-                self._register_spaces()
+                groups = self._model_groups()
                 stored = self._stored_documents(source_id)
-                seen: set[str] = set()
-                pending: list[_PendingDocument] = []
-                pending_chunks = 0
-                state = IngestProgress()
                 only = None if changed is None else changed.modified
-                for item in walk_tree(root, is_supported=_is_ingested, max_file_bytes=self._max_file_bytes, only=only):
-                    state.files_seen += 1
-                    state.current_path = item.relative_path
-                    if progress is not None:
-                        progress(state)
-                    if isinstance(item, SkippedFile):
-                        summary.skipped.append((item.relative_path, item.reason))
-                        continue
-                    seen.add(item.relative_path)
-                    document = self._prepare(item, stored.get(item.relative_path), summary)
-                    if document is None:
-                        continue
-                    pending.append(document)
-                    pending_chunks += len(document.parsed.chunks)
-                    if pending_chunks >= _BATCH_CHUNKS:
-                        _check_lock_session(lock_conn)
-                        self._write_batch(source_id, base_url, url_template, pending, summary)
-                        pending, pending_chunks = [], 0
-                        _report(progress, state, summary)
-                        run.progress(_job_counts(state, summary))  # stops here when cancelled
-                if pending:
-                    _check_lock_session(lock_conn)
-                    self._write_batch(source_id, base_url, url_template, pending, summary)
-                    _report(progress, state, summary)
-                    run.progress(_job_counts(state, summary))
+                indexes = DeferredIndexes(self._pool, [space for group in groups for space in group.spaces])
+                listing = list_tree(root, is_supported=_is_ingested, max_file_bytes=self._max_file_bytes, only=only)
+                indexes.start(sum(item.size for item in listing
+                                  if isinstance(item, Candidate) and item.relative_path not in stored))
+                state = IngestProgress()
+                target = _WriteTarget(source_id, base_url, url_template, groups, lock_conn, run, indexes, state,
+                                      progress, summary)
+                writer = WriteBehind(lambda segments: self._write_segments(target, segments), depth=_WRITE_AHEAD,
+                                     name=f"quarry-ingest-{source.slug}")
+                seen = self._parse_tree(listing, stored, writer, state, progress, summary)
+                writer.close()  # the writer's error, if it failed, is raised here
+                restoring = time.perf_counter()
+                indexes.restore(lock_conn)
+                summary.write_seconds += time.perf_counter() - restoring
                 # A file that failed to parse is in `seen`: its stored version stays. With `changed`
                 # the walk saw only changed files, so only the paths git reported can be gone.
                 affected = stored.keys() if changed is None else changed.paths
                 gone = [doc.id for path, doc in stored.items() if path not in seen and path in affected]
                 self._finish(lock_conn, source_id, gone, summary)
             except BaseException as error:
+                if writer is not None:
+                    writer.abandon()  # the batch being written commits or rolls back whole
+                if indexes is not None:
+                    _restore_quietly(indexes)
                 if run is not None:
                     run.end_with(error, _job_counts(None, summary), summary.failed)
                 raise
@@ -278,6 +230,40 @@ class Ingestor:
         summary.total_seconds = time.perf_counter() - started
         run.succeed(_job_counts(None, summary), summary.failed)
         return summary
+
+    def _parse_tree(
+        self,
+        listing: list[Candidate | SkippedFile],
+        stored: Mapping[str, _StoredDocument],
+        writer: WriteBehind[Segment],
+        state: IngestProgress,
+        progress: ProgressCallback | None,
+        summary: IngestSummary,
+    ) -> set[str]:
+        """Read and parse the listed files, handing segments of changed ones to ``writer``; returns the paths seen."""
+        seen: set[str] = set()
+        pending: list[PendingDocument] = []
+        pending_chunks = 0
+        for item in read_tree(listing):
+            writer.check()  # stop parsing as soon as the writer failed
+            state.files_seen += 1
+            state.current_path = item.relative_path
+            _report(progress, state, summary)
+            if isinstance(item, SkippedFile):
+                summary.skipped.append((item.relative_path, item.reason))
+                continue
+            seen.add(item.relative_path)
+            document = self._prepare(item, stored.get(item.relative_path), summary)
+            if document is None:
+                continue
+            pending.append(document)
+            pending_chunks += len(document.parsed.chunks)
+            if pending_chunks >= _BATCH_CHUNKS:
+                writer.submit(Segment.of(pending))
+                pending, pending_chunks = [], 0
+        if pending:
+            writer.submit(Segment.of(pending))
+        return seen
 
     # -- steps ---------------------------------------------------------------
 
@@ -318,8 +304,9 @@ class Ingestor:
                 raise BusyError(f"another ingest of source {slug!r} is running")
         conn.commit()
 
-    def _register_spaces(self) -> None:
-        """Find (or register) the generation serving each logical space: vectors are written there."""
+    def _model_groups(self) -> list[ModelGroup]:
+        """Find (or register) the generation serving each logical space, grouped by the embedder serving it."""
+        groups: list[ModelGroup] = []
         with self._pool.connection() as conn:
             for space, embedder in self._embedders.items():
                 row = conn.execute(
@@ -327,7 +314,12 @@ class Ingestor:
                     (space, embedder.model_name, embedder.dimension),
                 ).fetchone()
                 assert row is not None
-                self._physical_spaces[space] = str(row[0])
+                group = next((group for group in groups if group.embedder is embedder), None)
+                if group is None:
+                    group = ModelGroup(len(groups), embedder, {})
+                    groups.append(group)
+                group.spaces[str(row[0])] = space == CODE_SPACE
+        return groups
 
     def _stored_documents(self, source_id: int) -> dict[str, _StoredDocument]:
         with self._pool.connection() as conn:
@@ -339,7 +331,7 @@ class Ingestor:
 
     def _prepare(
         self, item: FoundFile, stored: _StoredDocument | None, summary: IngestSummary
-    ) -> _PendingDocument | None:
+    ) -> PendingDocument | None:
         content_hash = hashlib.sha256(item.raw).digest()
         if stored is not None and stored.content_hash == content_hash and stored.parser_version == PARSER_VERSION:
             summary.unchanged += 1
@@ -352,7 +344,7 @@ class Ingestor:
             return None
         finally:
             summary.parse_seconds += time.perf_counter() - started
-        document = _PendingDocument(item.relative_path, item.raw, content_hash, parsed,
+        document = PendingDocument(item.relative_path, item.raw, content_hash, parsed,
                                     None if stored is None else stored.id)
         text = item.raw.decode("utf-8", errors="replace")
         skipped: list[tuple[str, str]] = []
@@ -365,115 +357,110 @@ class Ingestor:
                                for what, reason in skipped)
         return document
 
-    def _vectors_for(
-        self, space: str, embedder: Embedder, inputs: Sequence[str], hashes: Sequence[bytes], summary: IngestSummary
-    ) -> list[np.ndarray]:
-        """A vector per input: reused where this space embedded the same text before, else embedded now."""
+    # -- the writer thread ---------------------------------------------------
+
+    def _write_segments(self, target: _WriteTarget, segments: Iterator[Segment]) -> None:
+        """Write the parser's segments in order: alone when the model embeds some of it, else merged."""
+        following: Segment | None = None
+        while True:
+            batch = following or next(segments, None)
+            following = None
+            if batch is None:
+                return
+            self._look_up_stored(target.groups, batch)
+            while not needs_model(target.groups, batch) and len(batch.inputs) < _WRITE_CHUNKS:
+                following = next(segments, None)
+                if following is None:
+                    break
+                self._look_up_stored(target.groups, following)
+                if needs_model(target.groups, following) or len(batch.inputs) + len(following.inputs) > _WRITE_CHUNKS:
+                    break
+                batch.extend(following)
+                following = None
+            self._write_batch(target, batch)
+            _report(target.progress, target.state, target.summary)
+            target.job.progress(_job_counts(target.state, target.summary))  # stops here when cancelled
+
+    def _look_up_stored(self, groups: Sequence[ModelGroup], segment: Segment) -> None:
+        """Which of the segment's embedding inputs have a vector already, per model group (hashes only)."""
+        if segment.stored or not groups:
+            return  # looked up already (a segment carried over to the next batch)
         with self._pool.connection() as conn:
-            rows = conn.execute(
-                "select distinct on (input_hash) input_hash, embedding from quarry.embeddings "
-                "where space = %s and input_hash = any(%s)",
-                (space, list(set(hashes))),
-            ).fetchall()
-        known: dict[bytes, np.ndarray] = {bytes(h): v.to_numpy().astype(np.float32) for h, v in rows}
-        missing = [i for i, h in enumerate(hashes) if h not in known]
-        summary.vectors_reused += len(hashes) - len(missing)
-        if missing:
-            started = time.perf_counter()
-            fresh = embedder.embed_documents([inputs[i] for i in missing])
-            summary.embed_seconds += time.perf_counter() - started
-            summary.vectors_embedded += len(missing)
-            for position, index in enumerate(missing):
-                known[hashes[index]] = fresh[position]
-        return [known[h] for h in hashes]
+            for group in groups:
+                hashes = list({segment.hashes[i] for i in group.wanted(segment)})
+                rows = conn.execute(
+                    "select distinct input_hash from quarry.embeddings where space = any(%s) and input_hash = any(%s)",
+                    (list(group.spaces), hashes),
+                ).fetchall() if hashes else []
+                segment.stored[group.number] = {bytes(digest) for (digest,) in rows}
 
-    def _space_vectors(
-        self, inputs: Sequence[str], hashes: Sequence[bytes], is_code: Sequence[bool], summary: IngestSummary
-    ) -> dict[str, dict[int, np.ndarray]]:
-        """Per physical space, a vector per chunk index it holds: every chunk, or code chunks only for code.
-
-        Spaces served by the same embedder object share its vectors: the model runs once.
-        """
-        computed: list[tuple[Embedder, dict[int, np.ndarray]]] = []
-        vectors: dict[str, dict[int, np.ndarray]] = {}
-        for space, embedder in self._embedders.items():
-            wanted = [i for i in range(len(inputs)) if space != CODE_SPACE or is_code[i]]
-            shared = next((done for owner, done in computed if owner is embedder), None)
-            if shared is not None and all(i in shared for i in wanted):
-                vectors[space] = {i: shared[i] for i in wanted}
-                continue
-            physical = self._physical_spaces[space]
-            fresh = self._vectors_for(physical, embedder, [inputs[i] for i in wanted],
-                                      [hashes[i] for i in wanted], summary)
-            vectors[space] = dict(zip(wanted, fresh, strict=True))
-            computed.append((embedder, vectors[space]))
-        return {self._physical_spaces[space]: space_vectors for space, space_vectors in vectors.items()}
-
-    def _write_batch(
-        self,
-        source_id: int,
-        base_url: str | None,
-        url_template: str | None,
-        documents: list[_PendingDocument],
-        summary: IngestSummary,
-    ) -> None:
-        inputs = [embedding_input(doc.parsed, i) for doc in documents for i in range(len(doc.parsed.chunks))]
-        hashes = [input_hash(text) for text in inputs]
-        is_code = [chunk.is_code for doc in documents for chunk in doc.parsed.chunks]
-        vectors = self._space_vectors(inputs, hashes, is_code, summary)
+    def _embed(self, group: ModelGroup, batch: Segment, digests: set[bytes],
+               summary: IngestSummary) -> dict[bytes, np.ndarray]:
+        """Run the group's model on the inputs with these hashes, each once."""
+        if not digests:
+            return {}
+        first = {}
+        for index, digest in enumerate(batch.hashes):
+            if digest in digests and digest not in first:
+                first[digest] = index
         started = time.perf_counter()
+        vectors = group.embedder.embed_documents([batch.inputs[i] for i in first.values()])
+        summary.embed_seconds += time.perf_counter() - started
+        summary.vectors_embedded += len(first)
+        return dict(zip(first, vectors, strict=True))
+
+    def _write_batch(self, target: _WriteTarget, batch: Segment) -> None:
+        summary = target.summary
+        _check_lock_session(target.lock_conn)
+        fresh = {group.number: self._embed(group, batch, {batch.hashes[i] for i in group.wanted(batch)}
+                                           - batch.stored[group.number], summary)
+                 for group in target.groups}
+        started = time.perf_counter()
+        documents = batch.documents
         with self._pool.connection() as conn, conn.transaction():
+            # Before anything is deleted: the documents this batch replaces hold most of its vectors.
+            self._stage_stored_vectors(conn, target.groups, batch, fresh, summary)
             replaced = [doc.replaces for doc in documents if doc.replaces is not None]
             if replaced:
                 conn.execute("select quarry.delete_documents(%s)", (replaced,))
             document_ids = [uuid7() for _ in documents]
-            chunk_ids = [uuid7() for _ in inputs]
-            with conn.cursor().copy(
-                "copy quarry.documents (id, source_id, path, title, url, content_hash, raw, content_type,"
-                " language, parser_version) from stdin with (format binary)"
-            ) as copy:
-                copy.set_types(["uuid", "int8", "text", "text", "text", "bytea", "bytea", "text", "text", "int4"])
-                for doc_id, doc in zip(document_ids, documents, strict=True):
-                    copy.write_row((
-                        doc_id, source_id, doc.path, doc.parsed.title,
-                        document_url(base_url, url_template, doc.path), doc.content_hash, doc.raw,
-                        doc.parsed.content_type, doc.parsed.language, PARSER_VERSION,
-                    ))
-            with conn.cursor().copy(
-                "copy quarry.chunks (id, document_id, source_id, ordinal, content, title, heading_path,"
-                " symbol_path, is_code, content_type, language, start_line, end_line, start_byte, end_byte,"
-                " token_estimate) from stdin with (format binary)"
-            ) as copy:
-                copy.set_types(["uuid", "uuid", "int8", "int4", "text", "text", "text[]", "text", "bool",
-                                "text", "text", "int4", "int4", "int4", "int4", "int4"])
-                ids = iter(chunk_ids)
-                for doc_id, doc in zip(document_ids, documents, strict=True):
-                    for ordinal, chunk in enumerate(doc.parsed.chunks):
-                        copy.write_row((
-                            next(ids), doc_id, source_id, ordinal, chunk.content, doc.parsed.title,
-                            list(chunk.heading_path), chunk.symbol_path, chunk.is_code,
-                            doc.parsed.content_type, doc.parsed.language, chunk.start_line, chunk.end_line,
-                            chunk.start_byte, chunk.end_byte, count_tokens(chunk.content),
-                        ))
+            chunk_ids = [uuid7() for _ in batch.inputs]
+            copy_documents(conn, target.source_id, target.base_url, target.url_template, documents, document_ids)
+            copy_chunks(conn, target.source_id, documents, document_ids, chunk_ids)
             conn.execute("select quarry.index_chunk_terms(%s)", (chunk_ids,))
-            store_versions(conn, [StatedVersions(doc_id, source_id, doc.path, doc.manifest_kind, doc.constraints)
+            store_versions(conn, [StatedVersions(doc_id, target.source_id, doc.path, doc.manifest_kind,
+                                                 doc.constraints)
                                   for doc_id, doc in zip(document_ids, documents, strict=True)])
-            store_relations(conn, source_id, [(doc_id, doc.path, doc.raw)
-                                              for doc_id, doc in zip(document_ids, documents, strict=True)])
-            with conn.cursor().copy(
-                "copy quarry.embeddings (chunk_id, space, input_hash, embedding) from stdin with (format binary)"
-            ) as copy:
-                copy.set_types(["uuid", "text", "bytea", "vector"])
-                for space, space_vectors in vectors.items():
-                    for index, vector in space_vectors.items():
-                        copy.write_row((chunk_ids[index], space, hashes[index], vector))
+            store_relations(conn, target.source_id, [(doc_id, doc.path, doc.raw)
+                                                     for doc_id, doc in zip(document_ids, documents, strict=True)])
+            written = write_vectors(conn, target.groups, batch, chunk_ids, fresh)
         summary.write_seconds += time.perf_counter() - started
-        summary.chunks_written += len(inputs)
+        summary.chunks_written += len(batch.inputs)
+        summary.vectors_reused += sum(1 for group in target.groups for i in group.wanted(batch)
+                                      if batch.hashes[i] in batch.stored[group.number])
         for doc in documents:
             if doc.replaces is None:
                 summary.added += 1
             else:
                 summary.updated += 1
+        target.indexes.after_batch(written)
+
+    def _stage_stored_vectors(self, conn: Connection[Any], groups: Sequence[ModelGroup], batch: Segment,
+                              fresh: dict[int, dict[bytes, np.ndarray]], summary: IngestSummary) -> None:
+        """Copy aside the stored vectors the batch reuses; embeds any deleted since they were looked up."""
+        for group in groups:
+            stored = batch.stored[group.number]
+            if not stored:
+                continue
+            row = conn.execute("select quarry.stage_reused_vectors(%s, %s, %s)",
+                               (group.number, list(group.spaces), list(stored))).fetchone()
+            if row is not None and row[0] == len(stored):
+                continue
+            # Another run deleted some of them meanwhile (rare): the model makes them again.
+            still = {bytes(digest) for (digest,) in conn.execute(
+                "select quarry.staged_input_hashes(%s)", (group.number,)).fetchall()}
+            fresh[group.number].update(self._embed(group, batch, stored - still, summary))
+            batch.stored[group.number] = still
 
     def _finish(self, conn: Connection[Any], source_id: int, gone: Iterable[UUID], summary: IngestSummary) -> None:
         gone_ids = list(gone)

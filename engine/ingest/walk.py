@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,6 +70,49 @@ def walk_tree(
     ``only`` restricts the walk to these relative paths (incremental runs).
     Symlinks are never followed: a link could lead outside the ingested root.
     """
+    return read_tree(_candidates(root, is_supported, max_file_bytes, only))
+
+
+def list_tree(
+    root: Path,
+    *,
+    is_supported: Callable[[str], bool],
+    max_file_bytes: int,
+    only: set[str] | None = None,
+) -> list[Candidate | SkippedFile]:
+    """What ``walk_tree`` would yield, with sizes instead of contents: no file is read yet."""
+    return list(_candidates(root, is_supported, max_file_bytes, only))
+
+
+def read_tree(listing: Iterable[Candidate | SkippedFile]) -> Iterator[FoundFile | SkippedFile]:
+    """Read the files of a listing (``list_tree``), in its order; binary files are skipped."""
+    for item in listing:
+        if isinstance(item, SkippedFile):
+            yield item
+            continue
+        try:
+            raw = item.path.read_bytes()
+        except FileNotFoundError:  # deleted since it was listed: gone from the tree
+            yield SkippedFile(item.relative_path, "deleted while the tree was read")
+            continue
+        if looks_binary(raw):
+            yield SkippedFile(item.relative_path, "binary content")
+            continue
+        yield FoundFile(item.relative_path, raw)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A file the walk will read: its path relative to the root, where it is, and its size."""
+
+    relative_path: str
+    path: Path
+    size: int
+
+
+def _candidates(
+    root: Path, is_supported: Callable[[str], bool], max_file_bytes: int, only: set[str] | None
+) -> Iterator[Candidate | SkippedFile]:
     root = root.resolve()
     rules: list[_IgnoreRule] = []
     for directory, dir_names, file_names in os.walk(root, followlinks=False):
@@ -116,8 +159,4 @@ def walk_tree(
             if size > max_file_bytes:
                 yield SkippedFile(relative, f"oversized ({size} bytes > {max_file_bytes})")
                 continue
-            raw = path.read_bytes()
-            if looks_binary(raw):
-                yield SkippedFile(relative, "binary content")
-                continue
-            yield FoundFile(relative, raw)
+            yield Candidate(relative, path, size)

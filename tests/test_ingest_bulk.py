@@ -1,0 +1,194 @@
+"""The bulk write path: writing behind the parser, vectors reused in SQL, HNSW deferred on large loads."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg_pool import ConnectionPool
+
+from engine.embed.base import CODE_SPACE, SPACES, TEXT_SPACE
+from engine.ingest.batch import Segment
+from engine.ingest.pipeline import Ingestor, IngestProgress
+from engine.ingest.sources import SourceSpec
+from engine.ingest.write_behind import WriteBehind
+from engine.reindex import reindex
+from tests.test_bm25 import _assert_statistics_exact
+from tests.test_ingest_crash import (
+    StandIn,
+    _assert_no_orphans_and_one_vector_per_chunk_per_space,
+    _snapshot,
+    _write_big_corpus,
+)
+
+SLUG = "crash"  # the helpers shared with the crash test check this source
+
+
+def _index_state(conn: psycopg.Connection[Any], space: str) -> tuple[bool | None, int]:
+    """Whether the space's HNSW index is valid (None: absent), and how many deferrals are recorded."""
+    row = conn.execute(
+        "select (select i.indisvalid from pg_index i"
+        "        where i.indexrelid = to_regclass('quarry.' || quarry.space_index_name(%s))),"
+        " (select count(*) from quarry.deferred_vector_indexes)", (space,)).fetchone()
+    assert row is not None
+    return row[0], int(row[1])
+
+
+def test_write_behind_consumes_in_order_and_hands_the_writer_error_to_the_caller() -> None:
+    consumed: list[int] = []
+    writer: WriteBehind[int] = WriteBehind(consumed.extend, depth=2, name="test-writer")
+    for number in range(10):
+        writer.submit(number)
+    writer.close()
+    assert consumed == list(range(10))
+
+    def fail_on_three(items: Iterator[int]) -> None:
+        for item in items:
+            if item == 3:
+                raise ValueError("cannot write 3")
+
+    failing: WriteBehind[int] = WriteBehind(fail_on_three, depth=1, name="test-failing")
+    with pytest.raises(ValueError, match="cannot write 3"):
+        for number in range(100):  # the queue fills after the failure: submit must not hang
+            failing.submit(number)
+        failing.close()
+    failing.abandon()  # after a failure too: returns at once
+
+    started, release = threading.Event(), threading.Event()
+    written: list[int] = []
+
+    def slow(items: Iterator[int]) -> None:
+        for item in items:
+            started.set()
+            release.wait(5)
+            written.append(item)
+
+    abandoned: WriteBehind[int] = WriteBehind(slow, depth=4, name="test-abandoned")
+    for number in range(4):
+        abandoned.submit(number)
+    started.wait(5)
+    release.set()
+    abandoned.abandon()  # the item being written finishes; the queued ones are dropped
+    assert written == [0]
+
+
+def test_a_large_load_defers_the_hnsw_index_and_builds_it_when_it_ends(
+    pool: ConnectionPool, database_url: str, tmp_path: Path
+) -> None:
+    root = _write_big_corpus(tmp_path / "corpus")
+    seen_during_load: list[tuple[bool | None, int]] = []
+
+    def during(state: IngestProgress) -> None:
+        if state.chunks_written and not seen_during_load:
+            with pool.connection() as conn:
+                seen_during_load.append(_index_state(conn, TEXT_SPACE))
+
+    stand_in = StandIn()
+    summary = Ingestor(pool, dict.fromkeys(SPACES, stand_in), max_file_bytes=2_000_000).ingest(
+        root, SourceSpec(slug=SLUG), progress=during)
+    assert summary.chunks_written > 512 and summary.failed == []
+    assert seen_during_load == [(None, 2)]  # the empty spaces' indexes were dropped for the load
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        assert _index_state(conn, TEXT_SPACE) == (True, 0) and _index_state(conn, CODE_SPACE) == (True, 0)
+        _assert_no_orphans_and_one_vector_per_chunk_per_space(conn)
+        # the rebuilt index finds a stored vector itself (or its copy: the corpus holds each page twice)
+        row = conn.execute("select embedding from quarry.embeddings where space = 'text' limit 1").fetchone()
+        assert row is not None
+        nearest = conn.execute("select distance from quarry.nearest_chunks('text', %s, 1)", (row[0],)).fetchone()
+        assert nearest is not None and nearest[0] < 1e-6
+    _assert_statistics_exact(pool)
+
+
+def test_an_index_a_killed_load_left_deferred_is_built_by_the_next_ingest(
+    pool: ConnectionPool, database_url: str, tmp_path: Path
+) -> None:
+    stand_in = StandIn()
+    ingestor = Ingestor(pool, dict.fromkeys(SPACES, stand_in), max_file_bytes=2_000_000)
+    root = _write_big_corpus(tmp_path / "corpus")
+    ingestor.ingest(root, SourceSpec(slug=SLUG))
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        [(index,)] = conn.execute("select quarry.defer_space_index('text')").fetchall()
+        # what a load killed before its end leaves behind
+        conn.execute(sql.SQL("drop index {}").format(sql.Identifier("quarry", index)))
+        assert _index_state(conn, TEXT_SPACE) == (None, 1)
+    small = tmp_path / "small"
+    small.mkdir()
+    (small / "note.md").write_text("# Note\n\nOne small page.\n")
+    ingestor.ingest(small, SourceSpec(slug="small"))  # far too small to defer anything itself
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        assert _index_state(conn, TEXT_SPACE) == (True, 0)
+        definition = conn.execute("select pg_get_indexdef(to_regclass('quarry.embeddings_hnsw_text'))").fetchone()
+    assert definition is not None
+    assert "ef_construction='128'" in definition[0] and "WHERE (space = 'text'" in definition[0]
+
+
+
+def test_reindex_builds_an_index_a_killed_load_left_deferred(pool: ConnectionPool, database_url: str,
+                                                               tmp_path: Path) -> None:
+    ingestor = Ingestor(pool, dict.fromkeys(SPACES, StandIn()), max_file_bytes=2_000_000)
+    ingestor.ingest(_write_big_corpus(tmp_path / "corpus"), SourceSpec(slug=SLUG))
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        [(index,)] = conn.execute("select quarry.defer_space_index('text')").fetchall()
+        conn.execute(sql.SQL("drop index {}").format(sql.Identifier("quarry", index)))
+    reindex(pool, ["vectors"])
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        assert _index_state(conn, TEXT_SPACE) == (True, 0)
+
+def test_a_copy_of_a_corpus_reuses_every_vector_in_sql_and_matches_its_twin(
+    pool: ConnectionPool, database_url: str, tmp_path: Path
+) -> None:
+    stand_in = StandIn()
+    ingestor = Ingestor(pool, dict.fromkeys(SPACES, stand_in), max_file_bytes=2_000_000)
+    root = _write_big_corpus(tmp_path / "corpus")
+    first = ingestor.ingest(root, SourceSpec(slug=SLUG))
+    second = ingestor.ingest(root, SourceSpec(slug="copy"))
+    assert second.chunks_written == first.chunks_written and second.vectors_embedded == 0
+    assert second.vectors_reused == second.chunks_written
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        differing = conn.execute(
+            """
+            select count(*) from quarry.embeddings e
+            join quarry.chunks c on c.id = e.chunk_id join quarry.documents d on d.id = c.document_id
+            join quarry.sources s on s.id = d.source_id and s.slug = 'copy'
+            join quarry.documents d2 on d2.path = d.path
+                 and d2.source_id = (select id from quarry.sources where slug = %s)
+            join quarry.chunks c2 on c2.document_id = d2.id and c2.ordinal = c.ordinal
+            join quarry.embeddings e2 on e2.chunk_id = c2.id and e2.space = e.space
+            where e2.embedding <> e.embedding or e2.input_hash <> e.input_hash
+            """, (SLUG,)).fetchone()
+        counts = conn.execute("select s.slug, count(e.*) from quarry.embeddings e join quarry.chunks c"
+                              " on c.id = e.chunk_id join quarry.sources s on s.id = c.source_id"
+                              " group by 1 order by 1").fetchall()
+    assert differing == (0,)
+    assert counts[0][1] == counts[1][1]  # as many vectors (text and code) in each source
+
+
+def test_a_vector_deleted_after_the_lookup_is_embedded_instead(
+    pool: ConnectionPool, database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stand_in = StandIn()
+    ingestor = Ingestor(pool, dict.fromkeys(SPACES, stand_in), max_file_bytes=2_000_000)
+    root = _write_big_corpus(tmp_path / "corpus")
+    reference = ingestor.ingest(root, SourceSpec(slug=SLUG))
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        expected = _snapshot(conn)
+        conn.execute("truncate quarry.sources cascade")
+
+    # Each segment's lookup claims every input has a stored vector: none has, as if another
+    # run deleted them between the lookup and the write.
+    def everything_stored(self: Ingestor, groups: Any, segment: Segment) -> None:
+        for group in groups:
+            segment.stored[group.number] = set(segment.hashes)
+
+    monkeypatch.setattr(Ingestor, "_look_up_stored", everything_stored)
+    summary = ingestor.ingest(root, SourceSpec(slug=SLUG))
+    assert summary.chunks_written == reference.chunks_written and summary.vectors_embedded > 0
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        actual = _snapshot(conn)
+        assert actual == expected
+        _assert_no_orphans_and_one_vector_per_chunk_per_space(conn)
