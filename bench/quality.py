@@ -134,7 +134,8 @@ def benchmark_dataset(
         runners: list[tuple[str, Callable[[], SystemRun]]] = []
         if url is not None and QUARRY_MODES.keys() & set(systems):
             report["chunking"] = chunking_stats(name, dataset.documents)
-            pool = cleanup.enter_context(open_pool(url, min_size=1, max_size=2, name="quarry-bench"))
+            # an ingest holds three connections at once: its source lock, its job row, the work
+            pool = cleanup.enter_context(open_pool(url, min_size=1, max_size=3, name="quarry-bench"))
             print("  ingesting into Quarry ...", flush=True)
             summary = ingest_dataset(pool, embedder, name, dataset.documents)
             print(f"  {summary.one_line()}", flush=True)

@@ -69,7 +69,9 @@ def test_bm25_scores_match_a_reference_implementation(
             " cross join lateral quarry.weighted_term_frequencies(c.search_vector) f"
         ).fetchall()
         lexemes = set(conn.execute("select quarry.query_lexemes(%s)", (query,)).fetchone()[0])  # type: ignore[index]
-        got = dict(conn.execute("select chunk_id, score from quarry.bm25_top(%s, 100, 100000)", (query,)).fetchall())
+        got: dict[object, float] = dict(
+            conn.execute("select chunk_id, score from quarry.bm25_top(%s, 100, 100000)", (query,)).fetchall()
+        )
 
     frequencies: dict[object, Counter[str]] = {}
     for chunk_id, lexeme, tf in rows:
@@ -91,6 +93,30 @@ def test_bm25_scores_match_a_reference_implementation(
     assert set(got) == set(expected)
     for chunk_id, score in expected.items():
         assert got[chunk_id] == pytest.approx(score, rel=1e-4)
+
+
+def test_cut_posting_lists_still_give_exact_scores(
+    ingestor: Ingestor, pool: ConnectionPool, tmp_path: Path
+) -> None:
+    # Reading one posting per term, a chunk found through one term must still be scored with
+    # its postings of the other query terms (summing only the postings read undercounts it).
+    ingestor.ingest(write_corpus(tmp_path), SourceSpec(slug="sample"))
+    query = "partial index expression predicate"
+    with pool.connection() as conn:
+        exact: dict[object, float] = dict(
+            conn.execute("select chunk_id, score from quarry.bm25_top(%s, 100, 100000)", (query,)).fetchall()
+        )
+        cut = conn.execute("select chunk_id, score from quarry.bm25_top(%s, 3, 1)", (query,)).fetchall()
+        cut_lists = conn.execute(
+            "select count(*) from quarry.text_terms"
+            " where lexeme = any(quarry.query_lexemes(%s)) and chunk_frequency > 1",
+            (query,),
+        ).fetchone()
+    assert cut_lists is not None and cut_lists[0] >= 2  # the case under test: several lists are cut
+    assert cut
+    for chunk_id, score in cut:
+        assert score == pytest.approx(exact[chunk_id], rel=1e-6)
+    assert [score for _, score in cut] == sorted((score for _, score in cut), reverse=True)
 
 
 def test_rebuild_reproduces_incremental_statistics(
