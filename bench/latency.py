@@ -1,27 +1,28 @@
-"""Search latency, throughput and HNSW recall at 10k / 100k / 1M chunks, on a synthetic corpus.
+"""Search latency, throughput and HNSW recall at 10k / 100k / 1M chunks, on real texts recombined.
 
-    python -m bench.latency --scales 10000 100000 [--clients 1 4 16] [--out bench/.out/latency]
+    python -m bench.latency --scales 10000 100000 1000000 [--clients 1 4 16] [--out bench/.out/latency]
                             [--queries 200] [--duration 10] [--seed 7] [--fresh] [--plot docs/latency.png]
+    python -m bench.latency --scales --scifact     # only: hybrid latency on bench/quality.py's SciFact database
 
 Embedding a million chunks with the local model (~80 chunks/s) is out of reach on two cores, so
-the corpus is synthetic and deterministic from ``--seed``: words from a Zipf-distributed vocabulary
-of 50,000 made-up words (plus 24 topic words per cluster, so a document's words follow its vector
-cluster), documents of 10 chunks of 80-160 words under headings; 384-dim unit vectors from a
-mixture of 1,000 Gaussians (centres grouped in 50 topics, spread partly in a 16-dim subspace per
-cluster), calibrated so nearest-neighbour cosines match Quarry's real MiniLM vectors of SciFact and
-CoSQA. Queries: 2-4 words (common ones included) and vectors drawn around a cluster the corpus
-holds, a bit farther out than its documents. A scale's corpus is a prefix of every larger one.
-``--real-vectors DIR`` adds an anchor for recall: 10,000 real document vectors (bench/quality.py's
-cache) under synthetic text, searched with the real query vectors.
+the corpus recombines real texts whose real vectors bench/quality.py has cached (``--vectors``,
+run it first): SciFact abstracts split into sentences and CoSQA functions split into lines, read
+at run time from ``--data``. A chunk is a run of passages from one real document (its primary)
+followed by a run from another (at most as many words), and its vector is the two real MiniLM
+vectors mixed by word share, plus Gaussian noise, renormalised: near the real vector of the text
+it mostly came from, never a duplicate. Documents hold 10 chunks from one dataset under headings.
+Queries are the real SciFact and CoSQA test queries with their real vectors. Deterministic from
+``--seed``; a scale's corpus is a prefix of every larger one.
 
 Every scale gets its own database ``bench_latency_<n>`` on the bench's embedded server
 (``<out>/pgdata``), bulk-loaded with COPY, then timed separately: BM25 postings
 (``quarry.rebuild_text_index()``), the HNSW index (Quarry's own definition, dropped before the
 load and recreated after it) and ``vacuum analyze``. A loaded scale is reused on the next run.
 Measured through ``engine.search.search`` with precomputed query vectors (the database path):
-p50/p95/p99 per mode over ``--queries`` queries after a warm-up, QPS with 1/4/16 threads (one
-pooled connection each) for ``--duration`` seconds, and recall@10 of ``search(mode="vector")``
-against exact cosine top-10 from numpy, with an ``hnsw.ef_search`` sweep when it falls short.
+p50/p95/p99 per mode over ``--queries`` queries, one client, after one untimed pass of them in
+every mode (warm); QPS with 1/4/16 threads (one pooled connection each) for ``--duration``
+seconds; recall@10 of ``search(mode="vector")`` against exact cosine top-10 from numpy, and by
+``hnsw.ef_search``.
 Results: ``<out>/results-<n>.json``; ``bench/latency_plot.py`` draws them.
 """
 
@@ -32,6 +33,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import statistics
 import sys
 import threading
@@ -48,6 +50,7 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
+from bench.beir import load_beir
 from bench.quarry_system import schema_state
 from engine.db import embedded_database_url, open_pool
 from engine.ids import uuid7
@@ -56,74 +59,71 @@ from engine.search import SearchMode, search
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "bench" / ".out" / "latency"
+QUALITY_HOME = REPO / "bench" / ".out" / "quality"
+DEFAULT_DATA = REPO.parent / "shared" / "data"
 MODES: tuple[SearchMode, ...] = ("fts", "vector", "hybrid")
-MODEL = "synthetic-gaussian-mixture"
+MODEL = "recombined-minilm"
 DIMENSION = 384
-VOCABULARY = 50_000
-CLUSTERS = 1_000
-TOPIC_WORDS = 24
-SUBSPACE = 16
-TOPICS = 50
-QUERY_SPREAD = 1.3  # queries sit farther from their documents than documents from each other
+DATASETS = ("scifact", "cosqa")
 CHUNKS_PER_DOCUMENT = 10
-CORPUS_VERSION = 2  # bump when the generator changes: a loaded scale is reused only if it matches
+NOISE = 0.35  # norm of the Gaussian noise added to a chunk's mixed vector (cosine to it ~0.94)
+CORPUS_VERSION = 3  # bump when the generator changes: a loaded scale is reused only if it matches
 BLOCK = 10_000  # chunks generated (and loaded) per step; each block has its own seeded generator
-SOURCE = "synthetic"
+SOURCE = "recombined"
 
 
-# ---------------------------------------------------------------------------- synthetic corpus
+# ---------------------------------------------------------------------------- recombined corpus
 
 
 @dataclass(frozen=True)
-class Universe:
-    """Everything shared by all blocks: vocabulary, word frequencies, clusters."""
+class RealCorpus:
+    """One BEIR dataset as material: documents split into passages, their real vectors, the test queries."""
 
-    words: list[str]
-    word_probabilities: np.ndarray
-    topic_words: np.ndarray  # (CLUSTERS, TOPIC_WORDS) word indices
-    centres: np.ndarray  # (CLUSTERS, DIMENSION), unit length
-    bases: np.ndarray  # (CLUSTERS, SUBSPACE, DIMENSION): directions of each cluster's spread
-
-
-def make_universe(seed: int) -> Universe:
-    rng = np.random.default_rng([seed, 0])
-    consonants, vowels = list("bcdfghklmnprstvz"), list("aeiou")
-    syllables = [c + v for c in consonants for v in vowels] + [c + v + "n" for c in consonants for v in vowels]
-    words: list[str] = []
-    seen: set[str] = set()
-    while len(words) < VOCABULARY:
-        word = "".join(rng.choice(syllables, size=int(rng.integers(2, 5))))
-        if word not in seen:
-            seen.add(word)
-            words.append(word)
-    ranks = np.arange(1, VOCABULARY + 1, dtype=np.float64)
-    weights = 1.0 / (ranks + 2.7)  # Zipf-Mandelbrot, exponent 1: "the"-like words hold ~8 % of tokens
-    # topic words from the middle of the frequency range: specific, yet not hapaxes
-    topic_words = rng.integers(200, 20_000, size=(CLUSTERS, TOPIC_WORDS))
-    # Centres: a direction all text embeddings share (their cosines are mostly > 0), one of 50 broad
-    # topics, and the cluster's own direction. Calibrated on Quarry's real MiniLM vectors of SciFact and
-    # CoSQA (11,450 documents, 1,300 queries): nearest / 10th-nearest cosine document-document 0.71 / 0.57
-    # and query-document 0.68 / 0.53, median 0.08; this gives 0.73 / 0.58, 0.67 / 0.51 and 0.10 at 10k.
-    def unit(rows: np.ndarray) -> np.ndarray:
-        scaled: np.ndarray = rows / np.linalg.norm(rows, axis=-1, keepdims=True)
-        return scaled
-
-    shared = unit(rng.standard_normal(DIMENSION))
-    topics = unit(rng.standard_normal((TOPICS, DIMENSION)))
-    centres = unit(0.6 * shared + topics[rng.integers(0, TOPICS, size=CLUSTERS)]
-                   + unit(rng.standard_normal((CLUSTERS, DIMENSION))))
-    bases = rng.standard_normal((CLUSTERS, SUBSPACE, DIMENSION)) / np.sqrt(DIMENSION)
-    return Universe(words, weights / weights.sum(), topic_words, centres.astype(np.float32), bases.astype(np.float32))
+    name: str
+    code: bool  # passages are lines of code (joined by newlines), not sentences
+    titles: list[str]
+    passages: list[list[str]]
+    passage_words: list[list[int]]
+    vectors: np.ndarray  # (documents, DIMENSION): MiniLM of each document's full text
+    query_texts: list[str]
+    query_vectors: np.ndarray
+    words_per_chunk: tuple[int, int]
 
 
-def cluster_points(universe: Universe, clusters: np.ndarray, rng: np.random.Generator, spread: float) -> np.ndarray:
-    """Unit vectors around the given clusters' centres: subspace noise of norm ~0.6 x spread, isotropic ~0.5."""
-    subspace = rng.standard_normal((len(clusters), SUBSPACE)).astype(np.float32) * (0.6 * spread / np.sqrt(SUBSPACE))
-    noise = np.einsum("ns,nsd->nd", subspace, universe.bases[clusters])
-    noise += rng.standard_normal((len(clusters), DIMENSION)).astype(np.float32) * (0.5 * spread / np.sqrt(DIMENSION))
-    points = universe.centres[clusters] + noise
-    unit_points: np.ndarray = (points / np.linalg.norm(points, axis=1, keepdims=True)).astype(np.float32)
-    return unit_points
+def cached(vectors: Path, label: str, rows: int) -> np.ndarray:
+    """bench/quality.py's cache of ``label`` (``<label>.<digest>.npy``), checked against the texts' count."""
+    for path in sorted(vectors.glob(f"{label}.*.npy")):
+        matrix: np.ndarray = np.load(path).astype(np.float32)
+        if matrix.shape == (rows, DIMENSION):
+            return matrix
+    raise SystemExit(f"no cached {label} vectors ({rows} x {DIMENSION}) in {vectors}: run python -m bench.quality")
+
+
+def read_corpus(data: Path, vectors: Path, name: str) -> RealCorpus:
+    dataset = load_beir(data / name, "test")
+    code = name == "cosqa"
+    passages = [
+        [line for line in document.text.splitlines() if line.strip()] if code
+        else re.split(r"(?<=[.!?])\s+(?=[A-Z0-9(\[])", document.text.strip())
+        for document in dataset.documents]
+    first_lines = [parts[0].strip() if parts else "" for parts in passages]
+    return RealCorpus(
+        name, code,
+        [d.title or line for d, line in zip(dataset.documents, first_lines, strict=True)],
+        passages, [[len(p.split()) for p in parts] for parts in passages],
+        cached(vectors, f"{name}-documents", len(dataset.documents)),
+        [query.text for query in dataset.queries],
+        cached(vectors, f"{name}-queries-test", len(dataset.queries)),
+        (30, 90) if code else (80, 160))
+
+
+def read_corpora(data: Path, vectors: Path) -> list[RealCorpus]:
+    return [read_corpus(data, vectors, name) for name in DATASETS]
+
+
+def unit(rows: np.ndarray) -> np.ndarray:
+    scaled: np.ndarray = (rows / np.linalg.norm(rows, axis=-1, keepdims=True)).astype(np.float32)
+    return scaled
 
 
 @dataclass(frozen=True)
@@ -132,75 +132,84 @@ class Block:
 
     titles: list[str]
     raws: list[bytes]
-    chunks: list[list[tuple[str, str, int, int, int, int, int]]]  # heading, content, lines, bytes, tokens
+    chunks: list[list[tuple[str, str, int, int, int, int, int]]]  # heading, content, lines, bytes, words
     vectors: np.ndarray
 
 
-def make_block(universe: Universe, seed: int, index: int) -> Block:
+def recombined_chunk(corpus: RealCorpus, rng: np.random.Generator, primary: int,
+                     secondary: int) -> tuple[str, int, int]:
+    """Text of one chunk: a run of ``primary``'s passages, then at most as many words of ``secondary``'s."""
+    low, high = corpus.words_per_chunk
+    target = int(rng.integers(low, high + 1))
+    parts: list[str] = []
+    taken = [0, 0]
+    for k, (document, budget) in enumerate(((primary, 0.6 * target), (secondary, None))):
+        words = corpus.passage_words[document]
+        budget = min(target - taken[0], taken[0]) if budget is None else budget
+        i = int(rng.integers(0, len(words)))
+        while k == 0 and i > 0 and sum(words[i:]) < budget:  # a run long enough, where the document allows
+            i -= 1
+        while i < len(words) and (taken[k] < budget or (k == 0 and taken[0] == 0)):
+            if k == 1 and taken[1] + words[i] > budget:
+                break
+            parts.append(corpus.passages[document][i])
+            taken[k] += words[i]
+            i += 1
+    return ("\n" if corpus.code else " ").join(parts), taken[0], taken[1]
+
+
+def make_block(corpora: Sequence[RealCorpus], seed: int, index: int) -> Block:
     rng = np.random.default_rng([seed, 1, index])
-    documents = BLOCK // CHUNKS_PER_DOCUMENT
-    doc_clusters = rng.integers(0, CLUSTERS, size=documents)
-    lengths = rng.integers(80, 161, size=BLOCK)
-    general = rng.choice(VOCABULARY, size=int(lengths.sum()) + documents * 40, p=universe.word_probabilities)
-    topical = rng.random(len(general)) < 0.2
-    topic_pick = rng.integers(0, TOPIC_WORDS, size=len(general))
-    words, cursor = universe.words, 0
-
-    def take(n: int, cluster: int) -> list[str]:
-        nonlocal cursor
-        ids = np.where(topical[cursor:cursor + n], universe.topic_words[cluster, topic_pick[cursor:cursor + n]],
-                       general[cursor:cursor + n])
-        cursor += n
-        return [words[i] for i in ids]
-
+    sizes = np.array([len(c.titles) for c in corpora], dtype=np.float64)
     titles, raws, chunks = [], [], []
-    for d in range(documents):
-        cluster = int(doc_clusters[d])
-        title = " ".join(take(int(rng.integers(3, 7)), cluster)).capitalize()
-        parts, offset, line = [f"# {title}\n\n"], 0, 3
-        offset = len(parts[0].encode())
-        doc_chunks = []
-        for c in range(CHUNKS_PER_DOCUMENT):
-            heading = " ".join(take(int(rng.integers(2, 5)), cluster)).capitalize()
-            tokens = take(int(lengths[d * CHUNKS_PER_DOCUMENT + c]), cluster)
-            sentences = [" ".join(tokens[i:i + 12]).capitalize() + "." for i in range(0, len(tokens), 12)]
-            content = " ".join(sentences)
+    mixes: list[np.ndarray] = []
+    for _ in range(BLOCK // CHUNKS_PER_DOCUMENT):
+        corpus = corpora[int(rng.choice(len(corpora), p=sizes / sizes.sum()))]
+        primaries = rng.integers(0, len(corpus.titles), size=CHUNKS_PER_DOCUMENT)
+        secondaries = rng.integers(0, len(corpus.titles), size=CHUNKS_PER_DOCUMENT)
+        title = corpus.titles[int(primaries[0])][:120]
+        head = f"# {title}\n\n"
+        parts, offset, line, doc_chunks = [head], len(head.encode()), 3, []
+        for primary, secondary in zip(primaries, secondaries, strict=True):
+            content, own, borrowed = recombined_chunk(corpus, rng, int(primary), int(secondary))
+            heading = " ".join(corpus.titles[int(primary)].split()[:8])
             section = f"## {heading}\n\n{content}\n\n"
-            size = len(section.encode())
-            doc_chunks.append((heading, content, line, line + 2, offset, offset + size, len(tokens)))
+            size, lines = len(section.encode()), section.count("\n")
+            doc_chunks.append((heading, content, line, line + lines - 2, offset, offset + size, own + borrowed))
             parts.append(section)
-            offset += size
-            line += 4
+            offset, line = offset + size, line + lines
+            share = own / max(own + borrowed, 1)
+            mixes.append(share * corpus.vectors[primary] + (1 - share) * corpus.vectors[secondary])
         titles.append(title)
         raws.append("".join(parts).encode())
         chunks.append(doc_chunks)
-    vectors = cluster_points(universe, np.repeat(doc_clusters, CHUNKS_PER_DOCUMENT), rng, spread=1.0)
-    return Block(titles, raws, chunks, vectors)
+    noise = rng.standard_normal((BLOCK, DIMENSION)).astype(np.float32) * (NOISE / np.sqrt(DIMENSION))
+    return Block(titles, raws, chunks, unit(unit(np.stack(mixes)) + noise))
 
 
 @dataclass(frozen=True)
 class QuerySet:
     texts: list[str]
     vectors: np.ndarray
-    common: list[bool]  # holds one of the 100 most frequent words
+    common: list[bool]  # holds one of the corpus's 100 most frequent indexed terms (set per scale)
 
 
-def make_queries(universe: Universe, seed: int, count: int, scale: int) -> QuerySet:
-    """Queries about clusters the corpus of this scale holds: 2-4 words, a vector drawn around the cluster."""
-    present = np.unique(np.concatenate([
-        np.random.default_rng([seed, 1, b]).integers(0, CLUSTERS, size=BLOCK // CHUNKS_PER_DOCUMENT)
-        for b in range(scale // BLOCK)]))
-    rng = np.random.default_rng([seed, 2, scale])
-    clusters = rng.choice(present, size=count)
-    texts, common = [], []
-    for cluster in clusters:
-        n = int(rng.integers(2, 5))
-        topical = int(rng.integers(1, n))  # at least one topic word and one general (often common) word
-        ids = list(rng.choice(universe.topic_words[cluster], size=topical, replace=False))
-        ids += list(rng.choice(VOCABULARY, size=n - topical, p=universe.word_probabilities))
-        texts.append(" ".join(universe.words[i] for i in ids))
-        common.append(any(i < 100 for i in ids))
-    return QuerySet(texts, cluster_points(universe, clusters, rng, spread=QUERY_SPREAD), common)
+def make_queries(corpora: Sequence[RealCorpus], seed: int, count: int) -> QuerySet:
+    """The real test queries of every dataset with their real vectors, shuffled, the first ``count``."""
+    texts = [text for corpus in corpora for text in corpus.query_texts]
+    vectors = np.concatenate([corpus.query_vectors for corpus in corpora])
+    order = np.random.default_rng([seed, 2]).permutation(len(texts))[:count]
+    return QuerySet([texts[i] for i in order], vectors[order], [False] * len(order))
+
+
+def mark_common(url: str, queries: QuerySet) -> QuerySet:
+    """Flag the queries holding one of the 100 terms found in most chunks (the longest postings lists)."""
+    with psycopg.connect(url) as conn:
+        top = {r[0] for r in conn.execute(
+            "select lexeme from quarry.text_terms order by chunk_frequency desc limit 100").fetchall()}
+        common = [bool(top & set(conn.execute("select quarry.query_lexemes(%s)", (text,)).fetchone()[0]))  # type: ignore[index]
+                  for text in queries.texts]
+    return QuerySet(queries.texts, queries.vectors, common)
 
 
 # ---------------------------------------------------------------------------- loading
@@ -224,15 +233,14 @@ def scale_database(out: Path, label: str, *, fresh: bool) -> str:
     return url
 
 
-def load_scale(url: str, universe: Universe, seed: int, scale: int,
-               vectors: np.ndarray | None = None) -> dict[str, float]:
+def load_scale(url: str, corpora: Sequence[RealCorpus], seed: int, scale: int) -> dict[str, float]:
     """COPY the corpus in, then build BM25 postings and the HNSW index; seconds per step."""
     timings: dict[str, float] = {}
     with psycopg.connect(url, autocommit=True) as conn:
         register_vector(conn)
         conn.execute("truncate quarry.sources cascade")
         source_id = conn.execute("insert into quarry.sources (slug, display_name, kind) values (%s, %s, 'docs_site')"
-                                 " returning id", (SOURCE, "Synthetic corpus")).fetchone()[0]  # type: ignore[index]
+                                 " returning id", (SOURCE, "Recombined SciFact + CoSQA")).fetchone()[0]  # type: ignore[index]
         space = conn.execute("select quarry.ensure_embedding_space('text', %s, %s)", (MODEL, DIMENSION)).fetchone()
         index_name = conn.execute("select quarry.space_index_name(%s)", (space[0],)).fetchone()[0]  # type: ignore[index]
         row = conn.execute("select pg_get_indexdef(%s::regclass)", (f"quarry.{index_name}",)).fetchone()
@@ -244,22 +252,20 @@ def load_scale(url: str, universe: Universe, seed: int, scale: int,
         generation = 0.0
         for b in range(scale // BLOCK):
             g = time.perf_counter()
-            block = make_block(universe, seed, b)
-            if vectors is not None:  # real vectors under the synthetic text
-                block = Block(block.titles, block.raws, block.chunks, vectors[b * BLOCK:(b + 1) * BLOCK])
+            block = make_block(corpora, seed, b)
             generation += time.perf_counter() - g
             copy_block(conn, block, source_id, space[0], b)  # type: ignore[index]
             print(f"  loaded {(b + 1) * BLOCK:>9,} chunks  {time.perf_counter() - started:7.1f} s", flush=True)
         timings["load_seconds"] = time.perf_counter() - started - generation
         timings["generate_seconds"] = generation
 
+        conn.execute("set maintenance_work_mem = '4GB'")  # index builds sort in memory; the graph must fit
         started = time.perf_counter()
         conn.execute("select quarry.rebuild_text_index()")
         timings["postings_seconds"] = time.perf_counter() - started
         print(f"  BM25 postings {timings['postings_seconds']:.1f} s", flush=True)
 
         started = time.perf_counter()
-        conn.execute("set maintenance_work_mem = '4GB'")  # the graph must fit, or the build crawls
         conn.execute(index_definition)
         timings["hnsw_seconds"] = time.perf_counter() - started
         print(f"  HNSW index {timings['hnsw_seconds']:.1f} s", flush=True)
@@ -326,18 +332,16 @@ def percentile(values: Sequence[float], fraction: float) -> float:
     return float(np.percentile(np.asarray(values), fraction * 100))
 
 
-def run_query(pool: ConnectionPool, queries: QuerySet, i: int, mode: SearchMode) -> int:
+def run_query(pool: ConnectionPool, queries: QuerySet, i: int, mode: SearchMode, model: str | None) -> int:
     return len(search(pool, None, queries.texts[i], query_vectors=queries.vectors[i][None, :], mode=mode,
-                      limit=10, query_model=MODEL).hits)
+                      limit=10, query_model=model).hits)
 
 
-def latencies(pool: ConnectionPool, queries: QuerySet, mode: SearchMode, warmup: int) -> dict[str, Any]:
-    for i in range(warmup):
-        run_query(pool, queries, i % len(queries.texts), mode)
+def latencies(pool: ConnectionPool, queries: QuerySet, mode: SearchMode, model: str | None) -> dict[str, Any]:
     timings, empty = [], 0
     for i in range(len(queries.texts)):
         started = time.perf_counter()
-        empty += run_query(pool, queries, i, mode) == 0
+        empty += run_query(pool, queries, i, mode, model) == 0
         timings.append((time.perf_counter() - started) * 1000)
     common = [t for t, c in zip(timings, queries.common, strict=True) if c]
     return {"n": len(timings), "p50": statistics.median(timings), "p95": percentile(timings, 0.95),
@@ -347,11 +351,12 @@ def latencies(pool: ConnectionPool, queries: QuerySet, mode: SearchMode, warmup:
                                     "p95": percentile(common, 0.95) if common else None}}
 
 
-def throughput(url: str, queries: QuerySet, mode: SearchMode, clients: int, duration: float) -> dict[str, Any]:
+def throughput(url: str, queries: QuerySet, mode: SearchMode, clients: int, duration: float,
+               model: str | None) -> dict[str, Any]:
     """Queries per second with ``clients`` threads, each on its own pooled connection, for ``duration`` s."""
     with open_pool(url, min_size=clients, max_size=clients, name=f"bench-{clients}") as pool:
         for i in range(clients * 2):
-            run_query(pool, queries, i % len(queries.texts), mode)
+            run_query(pool, queries, i % len(queries.texts), mode, model)
         counts = [0] * clients
         timings: list[list[float]] = [[] for _ in range(clients)]
         barrier = threading.Barrier(clients + 1)
@@ -361,7 +366,7 @@ def throughput(url: str, queries: QuerySet, mode: SearchMode, clients: int, dura
             barrier.wait()
             i = k * 7919
             while (now := time.perf_counter()) < deadline[0]:
-                run_query(pool, queries, i % len(queries.texts), mode)
+                run_query(pool, queries, i % len(queries.texts), mode, model)
                 timings[k].append((time.perf_counter() - now) * 1000)
                 counts[k] += 1
                 i += 1
@@ -377,44 +382,62 @@ def throughput(url: str, queries: QuerySet, mode: SearchMode, clients: int, dura
         elapsed = time.perf_counter() - started
     every = [t for per in timings for t in per]
     return {"clients": clients, "qps": sum(counts) / elapsed, "queries": sum(counts),
-            "p50": statistics.median(every), "p95": percentile(every, 0.95)}
+            "p50": statistics.median(every), "p95": percentile(every, 0.95), "load_average": load_average()[0]}
 
 
 def corpus_vectors(url: str) -> tuple[list[Any], np.ndarray]:
+    """Every chunk id and its vector, streamed (a million rows of Python objects would not fit twice)."""
     with psycopg.connect(url) as conn:
         register_vector(conn)
-        rows = conn.execute("select chunk_id, embedding from quarry.embeddings where space = 'text'").fetchall()
-    return [r[0] for r in rows], np.stack([r[1].to_numpy() for r in rows]).astype(np.float32)
+        total = conn.execute("select count(*) from quarry.embeddings where space = 'text'").fetchone()[0]  # type: ignore[index]
+        ids: list[Any] = []
+        matrix = np.empty((total, DIMENSION), dtype=np.float32)
+        with conn.cursor(name="vectors") as cursor:
+            cursor.itersize = 20_000
+            cursor.execute("select chunk_id, embedding from quarry.embeddings where space = 'text'")
+            for i, (chunk_id, embedding) in enumerate(cursor):
+                ids.append(chunk_id)
+                matrix[i] = embedding.to_numpy()
+    return ids, matrix
 
 
-def recall(url: str, pool: ConnectionPool, queries: QuerySet, count: int) -> dict[str, Any]:
-    """Recall@10 of search(mode="vector", limit=10) against exact cosine top-10; an ef_search sweep if short."""
+def recall(url: str, pool: ConnectionPool, queries: QuerySet, count: int, depth: int = 50) -> dict[str, Any]:
+    """Recall@10 of search(mode="vector", limit=10) against exact cosine top-10, and by hnsw.ef_search.
+
+    The sweep reads what the vector leg reads: ``nearest_chunks`` ``depth`` deep (the default
+    candidates), its first 10.
+    """
     ids, matrix = corpus_vectors(url)
     sample = queries.vectors[:count]
-    similarities = sample @ matrix.T  # unit vectors: cosine = dot
-    exact = [set(ids[j] for j in np.argsort(-row)[:10]) for row in similarities]
+    top: list[np.ndarray] = []
+    for row in sample:  # one query at a time: a 100 x 1M similarity matrix is 400 MB
+        similarities = matrix @ row  # unit vectors: cosine = dot
+        best = np.argpartition(-similarities, 10)[:10]
+        top.append(best[np.argsort(-similarities[best])])
+        top[-1] = np.stack([top[-1], similarities[top[-1]]])
+    exact = [{ids[int(j)] for j in pair[0]} for pair in top]
     found = []
     for i in range(count):
         hits = search(pool, None, queries.texts[i], query_vectors=sample[i][None, :], mode="vector", limit=10,
                       query_model=MODEL).hits
         found.append(len(exact[i] & {hit.chunk_id for hit in hits}) / 10)
     result: dict[str, Any] = {"queries": count, "recall_at_10": statistics.fmean(found), "min": min(found),
-                              "ef_search_in_search": "greatest(40, candidates=50) = 50",
-                              "nearest_neighbour_similarity": float(np.mean(np.sort(similarities, axis=1)[:, -1])),
-                              "tenth_neighbour_similarity": float(np.mean(np.sort(similarities, axis=1)[:, -10]))}
+                              "ef_search_in_search": "least(1000, greatest(100, 2 x depth=50)) = 100",
+                              "nearest_neighbour_similarity": float(np.mean([pair[1][0] for pair in top])),
+                              "tenth_neighbour_similarity": float(np.mean([pair[1][9] for pair in top]))}
     sweep = {}
     with pool.connection() as conn:
-        for ef in (40, 64, 100, 200, 400):
+        for ef in (50, 100, 200, 400):
             with conn.transaction():
                 conn.execute("select set_config('hnsw.ef_search', %s, true)", (str(ef),))
                 conn.execute("select set_config('hnsw.iterative_scan', 'relaxed_order', true)")
                 per = []
                 for i in range(count):
-                    rows = conn.execute("select chunk_id from quarry.nearest_chunks('text', %s, 10)",
-                                        (sample[i],)).fetchall()
+                    rows = conn.execute("select chunk_id from quarry.nearest_chunks('text', %s, %s)"
+                                        " order by distance limit 10", (sample[i], depth)).fetchall()
                     per.append(len(exact[i] & {r[0] for r in rows}) / 10)
             sweep[str(ef)] = statistics.fmean(per)
-    result["nearest_chunks_limit_10_by_ef_search"] = sweep
+    result[f"nearest_chunks_depth_{depth}_first_10_by_ef_search"] = sweep
     return result
 
 
@@ -436,67 +459,50 @@ def load_average() -> list[float]:
 
 def server_settings(url: str) -> dict[str, str]:
     with psycopg.connect(url) as conn:
-        rows = conn.execute("select name, setting || coalesce(unit, '') from pg_settings where name in"
+        rows = conn.execute("select name, current_setting(name) from pg_settings where name in"
                             " ('shared_buffers', 'work_mem', 'effective_cache_size', 'max_parallel_workers_per_gather',"
                             " 'server_version', 'jit')").fetchall()
         version = conn.execute("select extversion from pg_extension where extname = 'vector'").fetchone()
     return {**dict(rows), "pgvector": version[0] if version else "?"}
 
 
-def prepared_database(args: argparse.Namespace, universe: Universe, scale: int, label: str,
-                      vectors: np.ndarray | None = None) -> tuple[str, dict[str, Any]]:
-    """DSN of the loaded corpus ``label`` (loaded now unless a finished load of this generator exists)."""
+def prepared_database(args: argparse.Namespace, corpora: Sequence[RealCorpus],
+                      scale: int) -> tuple[str, dict[str, Any]]:
+    """DSN of the loaded corpus of ``scale`` chunks (loaded now unless a finished load of this generator exists)."""
     out: Path = args.out
-    url = scale_database(out, label, fresh=args.fresh)
-    load_file = out / f"load-{label}.json"
+    url = scale_database(out, str(scale), fresh=args.fresh)
+    load_file = out / f"load-{scale}.json"
     if load_file.exists() and loaded_chunks(url) == scale:
         load = json.loads(load_file.read_text())
         if load.get("corpus_version") == CORPUS_VERSION and load.get("seed") == args.seed:
             print("  reusing the loaded corpus", flush=True)
             return url, load
     load = {"corpus_version": CORPUS_VERSION, "seed": args.seed, "load_average_before": load_average(),
-            **load_scale(url, universe, args.seed, scale, vectors)}
+            **load_scale(url, corpora, args.seed, scale)}
     load["sizes"] = sizes(url)
     load["load_average_after"] = load_average()
     load_file.write_text(json.dumps(load, indent=2))
     return url, load
 
 
-def real_vector_recall(args: argparse.Namespace, universe: Universe) -> dict[str, Any]:
-    """Recall@10 on real MiniLM vectors: 10,000 documents of SciFact + CoSQA, their real queries."""
-    directory: Path = args.real_vectors
-    documents = np.concatenate([np.load(f) for f in sorted(directory.glob("*-documents.*.npy"))])
-    queries = np.concatenate([np.load(f) for f in sorted(directory.glob("*-queries-test.*.npy"))])
-    rng = np.random.default_rng([args.seed, 3])
-    documents = documents[rng.permutation(len(documents))[:BLOCK]].astype(np.float32)
-    queries = queries[rng.permutation(len(queries))[:args.recall_queries]].astype(np.float32)
-    print(f"\n## real vectors: {len(documents):,} documents, {len(queries)} queries", flush=True)
-    url, load = prepared_database(args, universe, BLOCK, "real", documents)
-    query_set = QuerySet([f"query {i}" for i in range(len(queries))], queries, [False] * len(queries))
+def measure(url: str, queries: QuerySet, args: argparse.Namespace, model: str | None) -> dict[str, Any]:
+    """Per-mode latency percentiles (one client), recall@10 when ``args.recall_queries``, QPS per client count."""
+    report: dict[str, Any] = {"latency": {}, "throughput": {}, "load_average_before": load_average()}
     with open_pool(url, min_size=1, max_size=1, name="bench-latency") as pool:
-        result = recall(url, pool, query_set, len(queries))
-    print(f"  recall@10 {result['recall_at_10']:.3f}  sweep {result['nearest_chunks_limit_10_by_ef_search']}",
-          flush=True)
-    return {"documents": len(documents), "load": load, "recall": result}
-
-
-def benchmark_scale(args: argparse.Namespace, universe: Universe, scale: int) -> dict[str, Any]:
-    print(f"\n## {scale:,} chunks", flush=True)
-    url, load = prepared_database(args, universe, scale, str(scale))
-    queries = make_queries(universe, args.seed, args.queries, scale)
-    report: dict[str, Any] = {"scale": scale, "load": load, "latency": {}, "throughput": {},
-                              "load_average_before": load_average()}
-    with open_pool(url, min_size=1, max_size=1, name="bench-latency") as pool:
+        for mode in MODES:  # warm: every page the timed queries touch is read once before timing
+            for i in range(len(queries.texts)):
+                run_query(pool, queries, i, mode, model)
         for mode in MODES:
-            report["latency"][mode] = latencies(pool, queries, mode, warmup=args.warmup)
-            lat = report["latency"][mode]
+            report["latency"][mode] = lat = latencies(pool, queries, mode, model)
+            lat["load_average"] = load_average()[0]
             print(f"  {mode:7} p50 {lat['p50']:7.2f}  p95 {lat['p95']:7.2f}  p99 {lat['p99']:7.2f} ms"
                   f"  (load {load_average()[0]})", flush=True)
-        report["recall"] = recall(url, pool, queries, min(args.recall_queries, args.queries))
-        print(f"  recall@10 {report['recall']['recall_at_10']:.3f}  sweep "
-              f"{report['recall']['nearest_chunks_limit_10_by_ef_search']}", flush=True)
+        if args.recall_queries:
+            report["recall"] = recall(url, pool, queries, min(args.recall_queries, len(queries.texts)))
+            print(f"  recall@10 {report['recall']['recall_at_10']:.3f}  by ef_search "
+                  f"{report['recall']['nearest_chunks_depth_50_first_10_by_ef_search']}", flush=True)
     for mode in MODES:
-        report["throughput"][mode] = [throughput(url, queries, mode, n, args.duration) for n in args.clients]
+        report["throughput"][mode] = [throughput(url, queries, mode, n, args.duration, model) for n in args.clients]
         print(f"  {mode:7} QPS " + "  ".join(f"{t['clients']}: {t['qps']:.0f}" for t in report["throughput"][mode])
               + f"  (load {load_average()[0]})", flush=True)
     report["load_average_after"] = load_average()
@@ -506,34 +512,64 @@ def benchmark_scale(args: argparse.Namespace, universe: Universe, scale: int) ->
     return report
 
 
+def benchmark_scale(args: argparse.Namespace, corpora: Sequence[RealCorpus], scale: int) -> dict[str, Any] | None:
+    print(f"\n## {scale:,} chunks", flush=True)
+    url, load = prepared_database(args, corpora, scale)
+    if args.load_only:
+        return None
+    queries = mark_common(url, make_queries(corpora, args.seed, args.queries))
+    return {"scale": scale, "load": load, **measure(url, queries, args, MODEL)}
+
+
+def benchmark_scifact(args: argparse.Namespace, corpora: Sequence[RealCorpus]) -> dict[str, Any]:
+    """The SciFact corpus bench/quality.py ingested (chunked and embedded by Quarry), its real test queries."""
+    from bench.quarry_system import dataset_database_url
+
+    scifact = next(corpus for corpus in corpora if corpus.name == "scifact")
+    url = dataset_database_url(QUALITY_HOME, "scifact")
+    with psycopg.connect(url) as conn:
+        counts = conn.execute("select (select count(*) from quarry.documents), (select count(*) from quarry.chunks)"
+                              ).fetchone()
+    print(f"\n## SciFact as ingested: {counts[0]:,} documents, {counts[1]:,} chunks", flush=True)  # type: ignore[index]
+    queries = mark_common(url, QuerySet(scifact.query_texts, scifact.query_vectors, []))
+    args.recall_queries, args.clients = 0, [1]
+    return {"scale": "scifact", "documents": counts[0], "chunks": counts[1],  # type: ignore[index]
+            **measure(url, queries, args, None)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scales", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--scales", type=int, nargs="*", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder holding the BEIR datasets")
+    parser.add_argument("--vectors", type=Path, default=QUALITY_HOME / "vectors",
+                        help="bench/quality.py's cache of the datasets' real MiniLM vectors")
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--recall-queries", type=int, default=100)
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per throughput run")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--fresh", action="store_true", help="drop and reload every scale")
-    parser.add_argument("--real-vectors", type=Path, default=None, metavar="DIR",
-                        help="also check recall on the real vectors bench/quality.py caches (<its home>/vectors)")
+    parser.add_argument("--load-only", action="store_true", help="load and index the scales, measure nothing")
+    parser.add_argument("--scifact", action="store_true",
+                        help="also measure the SciFact database bench/quality.py ingested (one client)")
     parser.add_argument("--plot", type=Path, default=None, help="also draw the results (e.g. docs/latency.png)")
     args = parser.parse_args()
     if any(scale % BLOCK for scale in args.scales):
         parser.error(f"scales must be multiples of {BLOCK}")
     args.out.mkdir(parents=True, exist_ok=True)
-    universe = make_universe(args.seed)
-    if args.real_vectors is not None:
-        real = real_vector_recall(args, universe)
-        real.update(date=datetime.now(UTC).isoformat(timespec="seconds"), machine=machine())
-        (args.out / "recall-real.json").write_text(json.dumps(real, indent=2, default=str))
+    corpora = read_corpora(args.data, args.vectors)
+    command = "python -m bench.latency " + " ".join(map(str, sys.argv[1:]))
     for scale in args.scales:
-        report = benchmark_scale(args, universe, scale)
-        report.update(date=datetime.now(UTC).isoformat(timespec="seconds"), machine=machine(), seed=args.seed,
-                      command="python -m bench.latency " + " ".join(map(str, sys.argv[1:])))
-        (args.out / f"results-{scale}.json").write_text(json.dumps(report, indent=2, default=str))
+        report = benchmark_scale(args, corpora, scale)
+        if report is not None:
+            report.update(date=datetime.now(UTC).isoformat(timespec="seconds"), machine=machine(), seed=args.seed,
+                          command=command)
+            (args.out / f"results-{scale}.json").write_text(json.dumps(report, indent=2, default=str))
+    if args.scifact:
+        report = benchmark_scifact(args, corpora)
+        report.update(date=datetime.now(UTC).isoformat(timespec="seconds"), machine=machine(), command=command)
+        (args.out / "scifact.json").write_text(json.dumps(report, indent=2, default=str))
     if args.plot is not None:
         from bench.latency_plot import plot_results
 

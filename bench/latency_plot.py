@@ -18,6 +18,10 @@ from bench.latency import DEFAULT_OUT, MODES, REPO
 COLOURS = {"fts": "tab:blue", "vector": "tab:orange", "hybrid": "tab:green"}
 
 
+def label(scale: int) -> str:
+    return f"{scale // 1_000_000}M" if scale >= 1_000_000 else f"{scale // 1000}k"
+
+
 def read_results(out: Path) -> list[dict[str, Any]]:
     reports = [json.loads(path.read_text()) for path in out.glob("results-*.json")]
     return sorted(reports, key=lambda report: int(report["scale"]))
@@ -37,7 +41,8 @@ def plot_results(out: Path, png: Path) -> None:
             left.plot(scales, [report["latency"][mode][stat] for report in reports], style, color=COLOURS[mode],
                       label=f"{mode} {stat}")
     left.set_xscale("log")
-    left.set_xticks(scales, [f"{scale // 1000}k" for scale in scales])
+    left.set_xticks(scales, [f"{label(scale)}\n(load {report['latency']['hybrid'].get('load_average', '?')})"
+                             for scale, report in zip(scales, reports, strict=True)])
     left.set_xlabel("chunks")
     left.set_ylabel("ms per search (one client, limit 10)")
     left.set_ylim(bottom=0)
@@ -51,7 +56,7 @@ def plot_results(out: Path, png: Path) -> None:
             runs = report["throughput"][mode]
             right.plot([run["clients"] for run in runs], [run["qps"] for run in runs], f"-{marker}",
                        color=COLOURS[mode],
-                       label=f"{mode}, {int(report['scale']) // 1000}k (load {report['load_average_after'][0]:.0f})")
+                       label=f"{mode}, {label(int(report['scale']))}")
     right.set_xscale("log", base=2)
     clients = sorted({run["clients"] for report in reports for run in report["throughput"]["fts"]})
     right.set_xticks(clients, [str(n) for n in clients])
@@ -61,8 +66,9 @@ def plot_results(out: Path, png: Path) -> None:
     right.set_title("Throughput on 2 cores (client and server share them)")
     right.grid(alpha=0.3)
     right.legend(fontsize=8, ncol=2)
-    figure.suptitle("Quarry on a synthetic corpus: Postgres 18 + pgvector 0.8, 2 vCPU shared with other jobs"
-                   " (1-min load average after each scale's runs in the legend)", fontsize=10)
+    figure.suptitle("Quarry on recombined SciFact + CoSQA texts, Postgres 18 + pgvector 0.8, 2 vCPU shared with"
+                    " other jobs\n(1-min load average when measured under each corpus size; QPS runs load the"
+                    " machine themselves)", fontsize=10)
     figure.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(png, dpi=110)
@@ -89,7 +95,7 @@ def markdown_tables(out: Path) -> str:
             f" | {size['table:text_postings'] / mib:,.0f} + {total('index:text_postings_'):,.0f} MiB"
             f" | {size['table:embeddings'] / mib:,.0f} MiB | {size['index:embeddings_hnsw_text'] / mib:,.0f} MiB |")
     lines += ["", "| chunks | mode | p50 ms | p95 ms | p99 ms | p50 / p95 ms, queries with a top-100 word |"
-              " QPS 1 / 4 / 16 clients | load avg |", "|---|---|---|---|---|---|---|---|"]
+              " QPS 1 / 4 / 16 clients | load avg: latency; QPS runs |", "|---|---|---|---|---|---|---|---|"]
     for report in reports:
         for mode in MODES:
             lat, runs = report["latency"][mode], report["throughput"][mode]
@@ -98,14 +104,24 @@ def markdown_tables(out: Path) -> str:
                 f"| {int(report['scale']):,} | {mode} | {lat['p50']:.2f} | {lat['p95']:.2f} | {lat['p99']:.2f}"
                 f" | {common['p50']:.2f} / {common['p95']:.2f} (n={common['n']})"
                 f" | {' / '.join(format(run['qps'], '.0f') for run in runs)}"
-                f" | {report['load_average_before'][0]} → {report['load_average_after'][0]} |")
-    lines += ["", "| chunks | recall@10, search(mode=vector) | nearest_chunks(limit 10) recall@10 by ef_search |"
-              " mean cosine of 1st / 10th exact neighbour |", "|---|---|---|---|"]
+                f" | {lat.get('load_average', '?')}; {' / '.join(str(run.get('load_average', '?')) for run in runs)} |")
+    lines += ["", "| chunks | recall@10, search(mode=vector), ef_search 100 | recall@10 by ef_search (nearest_chunks"
+              " 50 deep, first 10) | mean cosine of 1st / 10th exact neighbour |", "|---|---|---|---|"]
     for report in reports:
         rec = report["recall"]
-        sweep = ", ".join(f"{ef}: {value:.3f}" for ef, value in rec["nearest_chunks_limit_10_by_ef_search"].items())
+        sweep = ", ".join(f"{ef}: {value:.3f}"
+                          for ef, value in rec["nearest_chunks_depth_50_first_10_by_ef_search"].items())
         lines.append(f"| {int(report['scale']):,} | {rec['recall_at_10']:.3f} (min {rec['min']:.1f}) | {sweep}"
                      f" | {rec['nearest_neighbour_similarity']:.2f} / {rec['tenth_neighbour_similarity']:.2f} |")
+    scifact = out / "scifact.json"
+    if scifact.exists():
+        report = json.loads(scifact.read_text())
+        lines += ["", f"SciFact as ingested ({report['documents']:,} documents, {report['chunks']:,} chunks),"
+                  " one client:", "", "| mode | p50 ms | p95 ms | p99 ms | load avg |", "|---|---|---|---|---|"]
+        for mode in MODES:
+            lat = report["latency"][mode]
+            lines.append(f"| {mode} | {lat['p50']:.2f} | {lat['p95']:.2f} | {lat['p99']:.2f}"
+                         f" | {lat.get('load_average', '?')} |")
     return "\n".join(lines)
 
 
