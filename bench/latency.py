@@ -3,6 +3,7 @@
     python -m bench.latency --scales 10000 100000 1000000 [--clients 1 4 16] [--out bench/.out/latency]
                             [--queries 200] [--duration 10] [--seed 7] [--fresh] [--plot docs/latency.png]
     python -m bench.latency --scales --scifact     # only: hybrid latency on bench/quality.py's SciFact database
+    python -m bench.latency --scales 10000 100000 --systems lancedb supabase   # only: hybrid against the peers
 
 Embedding a million chunks with the local model (~80 chunks/s) is out of reach on two cores, so
 the corpus recombines real texts whose real vectors bench/quality.py has cached (``--vectors``,
@@ -24,6 +25,15 @@ every mode (warm); QPS with 1/4/16 threads (one pooled connection each) for ``--
 seconds; recall@10 of ``search(mode="vector")`` against exact cosine top-10 from numpy, and by
 ``hnsw.ef_search``.
 Results: ``<out>/results-<n>.json``; ``bench/latency_plot.py`` draws them.
+
+``--systems`` adds peers over the same chunks (headings + content, the text Quarry's FTS
+indexes) and vectors: LanceDB hybrid (bench/peers.py: native FTS + an IVF_HNSW_SQ vector index,
+RRF; in ``<out>/lancedb-<n>``) and Supabase's ``hybrid_search`` SQL (bench/supabase.py: its own
+schema in the scale's database). Each is built once (seconds and bytes in
+``<out>/peer-builds-<n>.json``) and reused. Quarry hybrid and each peer are then timed
+interleaved query by query (the order rotating), so they share the machine's load: one
+client, warm, limit 10, in ``<out>/peers-<n>.json``. ``quarry`` in ``--systems`` (the
+default) runs the per-mode measurement above.
 """
 
 from __future__ import annotations
@@ -34,11 +44,13 @@ import json
 import os
 import platform
 import re
+import shutil
 import statistics
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,7 +63,9 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from bench.beir import load_beir
+from bench.peers import lancedb_hybrid_ids, lancedb_table
 from bench.quarry_system import schema_state
+from bench.supabase import SCHEMA, build_supabase_tables, supabase_hybrid_ids, use_supabase_schema
 from engine.db import embedded_database_url, open_pool
 from engine.ids import uuid7
 from engine.migrations import ensure_migrated, schema_fingerprint
@@ -70,6 +84,8 @@ NOISE = 0.35  # norm of the Gaussian noise added to a chunk's mixed vector (cosi
 CORPUS_VERSION = 3  # bump when the generator changes: a loaded scale is reused only if it matches
 BLOCK = 10_000  # chunks generated (and loaded) per step; each block has its own seeded generator
 SOURCE = "recombined"
+PEERS = ("lancedb", "supabase")
+LANCEDB_VECTOR_INDEX = "IVF_HNSW_SQ"  # LanceDB's HNSW flavour, its defaults (the peer of pgvector's HNSW)
 
 
 # ---------------------------------------------------------------------------- recombined corpus
@@ -512,13 +528,124 @@ def measure(url: str, queries: QuerySet, args: argparse.Namespace, model: str | 
     return report
 
 
-def benchmark_scale(args: argparse.Namespace, corpora: Sequence[RealCorpus], scale: int) -> dict[str, Any] | None:
+# ---------------------------------------------------------------------------- peers
+
+
+def peer_rows(url: str) -> Iterator[tuple[str, str, Any]]:
+    """Every chunk as the peers see it: id, the text Quarry's FTS indexes (headings + content), vector."""
+    with psycopg.connect(url) as conn:
+        register_vector(conn)
+        with conn.cursor(name="peer_rows") as cursor:
+            cursor.itersize = 20_000
+            cursor.execute("select c.id::text, array_to_string(c.heading_path, ' ') || ' ' || c.content, e.embedding"
+                           " from quarry.chunks c join quarry.embeddings e on e.chunk_id = c.id and e.space = 'text'")
+            yield from cursor
+
+
+def build_peer(peer: str, url: str, directory: Path, scale: int) -> dict[str, Any]:
+    """Load one peer with the scale's chunks; seconds per step and bytes."""
+    build: dict[str, Any] = {"chunks": scale, "load_average_before": load_average()}
+    if peer == "lancedb":
+        ids, texts, vectors = [], [], np.empty((scale, DIMENSION), dtype=np.float32)
+        for i, (chunk_id, text, vector) in enumerate(peer_rows(url)):
+            ids.append(chunk_id)
+            texts.append(text)
+            vectors[i] = vector.to_numpy()
+        shutil.rmtree(directory, ignore_errors=True)
+        _, timings = lancedb_table(directory, ids, texts, vectors, vector_index=LANCEDB_VECTOR_INDEX)
+        sizes = {"total": sum(f.stat().st_size for f in directory.rglob("*") if f.is_file())}
+        for part in ("data", "_indices"):
+            files = (directory / "documents.lance" / part).rglob("*")
+            sizes[part] = sum(f.stat().st_size for f in files if f.is_file())
+    else:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("set maintenance_work_mem = '4GB'")  # as for Quarry's own index builds
+            timings = build_supabase_tables(conn, peer_rows(url))
+            sizes = {f"{'table' if kind == 'r' else 'index'}:{name}": int(size) for name, kind, size in conn.execute(
+                "select c.relname, c.relkind::text, case c.relkind when 'r' then pg_table_size(c.oid)"
+                " else pg_relation_size(c.oid) end from pg_class c join pg_namespace n on n.oid = c.relnamespace"
+                " where n.nspname = %s and c.relkind in ('r', 'i')", (SCHEMA,)).fetchall()}
+            sizes["total"] = sum(sizes.values())
+    build.update(timings, seconds=sum(timings.values()), bytes=sizes, load_average_after=load_average())
+    print(f"  {peer} built in {build['seconds']:.0f} s: " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items())
+          + f"; {sizes['total'] / 2**20:,.0f} MiB (load {build['load_average_before'][0]} -> {load_average()[0]})",
+          flush=True)
+    return build
+
+
+def prepared_peers(args: argparse.Namespace, url: str, scale: int, peers: Sequence[str],
+                   load: dict[str, Any]) -> dict[str, Any]:
+    """Each peer's copy of the scale's chunks, built now unless a build of this very corpus is recorded."""
+    build_file = args.out / f"peer-builds-{scale}.json"
+    builds: dict[str, Any] = json.loads(build_file.read_text()) if build_file.exists() else {}
+    corpus = [load["corpus_version"], load["seed"], load.get("load_seconds")]  # a reload has other timings
+    for peer in peers:
+        if builds.get(peer, {}).get("corpus") == corpus and not args.fresh:
+            print(f"  reusing the {peer} build", flush=True)
+            continue
+        builds[peer] = {"corpus": corpus, **build_peer(peer, url, args.out / f"lancedb-{scale}", scale)}
+        build_file.write_text(json.dumps(builds, indent=2))
+    return {peer: builds[peer] for peer in peers}
+
+
+def compare_hybrid(url: str, queries: QuerySet, directory: Path, peers: Sequence[str]) -> dict[str, Any]:
+    """Quarry hybrid and each peer's hybrid, one client, warm, limit 10, interleaved query by query."""
+    report: dict[str, Any] = {"load_average_before": load_average()}
+    with ExitStack() as stack:
+        pool = stack.enter_context(open_pool(url, min_size=1, max_size=1, name="bench-peers"))
+        runners: dict[str, Callable[[int], int]] = {"quarry": lambda i: run_query(pool, queries, i, "hybrid", MODEL)}
+        if "lancedb" in peers:
+            os.environ.setdefault("LANCEDB_LOG", "error")
+            import lancedb
+            from lancedb.rerankers import RRFReranker
+
+            table, reranker = lancedb.connect(directory).open_table("documents"), RRFReranker()
+            runners["lancedb"] = lambda i: len(lancedb_hybrid_ids(table, queries.texts[i], queries.vectors[i], 10,
+                                                                  reranker))
+        if "supabase" in peers:
+            conn = stack.enter_context(psycopg.connect(url, autocommit=True))
+            use_supabase_schema(conn)
+            runners["supabase"] = lambda i: len(supabase_hybrid_ids(conn, queries.texts[i], queries.vectors[i], 10))
+        names = list(runners)
+        for i in range(len(queries.texts)):  # warm: every system reads what its timed queries touch once
+            for name in names:
+                runners[name](i)
+        timings: dict[str, list[float]] = {name: [] for name in names}
+        empty = dict.fromkeys(names, 0)
+        for i in range(len(queries.texts)):
+            for name in names[i % len(names):] + names[:i % len(names)]:  # nobody always goes first
+                started = time.perf_counter()
+                empty[name] += runners[name](i) == 0
+                timings[name].append((time.perf_counter() - started) * 1000)
+    quarry_p50, quarry_p95 = statistics.median(timings["quarry"]), percentile(timings["quarry"], 0.95)
+    report["systems"] = {name: {
+        "n": len(values), "p50": statistics.median(values), "p95": percentile(values, 0.95),
+        "p99": percentile(values, 0.99), "mean": statistics.fmean(values), "empty_results": empty[name],
+        "p50_ratio_to_quarry": statistics.median(values) / quarry_p50,
+        "p95_ratio_to_quarry": percentile(values, 0.95) / quarry_p95} for name, values in timings.items()}
+    report["load_average_after"] = load_average()
+    for name, lat in report["systems"].items():
+        print(f"  {name:9} hybrid p50 {lat['p50']:7.2f}  p95 {lat['p95']:7.2f}  p99 {lat['p99']:7.2f} ms"
+              f"  x{lat['p50_ratio_to_quarry']:.2f}", flush=True)
+    print(f"  (load {report['load_average_before'][0]} -> {report['load_average_after'][0]})", flush=True)
+    return report
+
+
+def benchmark_scale(args: argparse.Namespace, corpora: Sequence[RealCorpus],
+                    scale: int) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The per-mode report (``quarry`` in ``--systems``) and the peer comparison (a peer in it)."""
     print(f"\n## {scale:,} chunks", flush=True)
     url, load = prepared_database(args, corpora, scale)
+    peers = [system for system in args.systems if system in PEERS]
+    builds = prepared_peers(args, url, scale, peers, load)
     if args.load_only:
-        return None
+        return None, None
     queries = mark_common(url, make_queries(corpora, args.seed, args.queries))
-    return {"scale": scale, "load": load, **measure(url, queries, args, MODEL)}
+    report = {"scale": scale, "load": load, **measure(url, queries, args, MODEL)} if "quarry" in args.systems else None
+    directory = args.out / f"lancedb-{scale}"
+    comparison = ({"scale": scale, "builds": builds, **compare_hybrid(url, queries, directory, peers)}
+                  if peers else None)
+    return report, comparison
 
 
 def benchmark_scifact(args: argparse.Namespace, corpora: Sequence[RealCorpus]) -> dict[str, Any]:
@@ -553,6 +680,8 @@ def main() -> None:
     parser.add_argument("--load-only", action="store_true", help="load and index the scales, measure nothing")
     parser.add_argument("--scifact", action="store_true",
                         help="also measure the SciFact database bench/quality.py ingested (one client)")
+    parser.add_argument("--systems", nargs="+", choices=("quarry", *PEERS), default=["quarry"],
+                        help="quarry: every mode, QPS, recall; a peer: its hybrid against Quarry's, interleaved")
     parser.add_argument("--plot", type=Path, default=None, help="also draw the results (e.g. docs/latency.png)")
     args = parser.parse_args()
     if any(scale % BLOCK for scale in args.scales):
@@ -561,11 +690,11 @@ def main() -> None:
     corpora = read_corpora(args.data, args.vectors)
     command = "python -m bench.latency " + " ".join(map(str, sys.argv[1:]))
     for scale in args.scales:
-        report = benchmark_scale(args, corpora, scale)
-        if report is not None:
-            report.update(date=datetime.now(UTC).isoformat(timespec="seconds"), machine=machine(), seed=args.seed,
-                          command=command)
-            (args.out / f"results-{scale}.json").write_text(json.dumps(report, indent=2, default=str))
+        for prefix, report in zip(("results", "peers"), benchmark_scale(args, corpora, scale), strict=True):
+            if report is not None:
+                report.update(date=datetime.now(UTC).isoformat(timespec="seconds"), machine=machine(),
+                              seed=args.seed, command=command)
+                (args.out / f"{prefix}-{scale}.json").write_text(json.dumps(report, indent=2, default=str))
     if args.scifact:
         report = benchmark_scifact(args, corpora)
         report.update(date=datetime.now(UTC).isoformat(timespec="seconds"), machine=machine(), command=command)

@@ -1,9 +1,10 @@
-"""Draw bench/latency.py results: p50/p95 against corpus size per mode, and QPS against clients.
+"""Draw bench/latency.py results: latency against corpus size per system, and QPS against clients.
 
     python -m bench.latency_plot [--out bench/.out/latency] [--png docs/latency.png]
 
-Reads every ``results-<n>.json`` in the output directory; also prints the Markdown tables
-docs/BENCHMARKS.md carries.
+Reads every ``results-<n>.json`` (Quarry per mode) and ``peers-<n>.json`` (Quarry hybrid and the
+peers, interleaved) in the output directory; also prints the Markdown tables docs/BENCHMARKS.md
+carries.
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ from typing import Any
 from bench.latency import DEFAULT_OUT, MODES, REPO
 
 COLOURS = {"fts": "tab:blue", "vector": "tab:orange", "hybrid": "tab:green"}
+SYSTEMS = {"quarry": ("Quarry hybrid", "tab:green"), "lancedb": ("LanceDB hybrid", "tab:purple"),
+           "supabase": ("Supabase hybrid_search", "tab:red")}
 
 
 def label(scale: int) -> str:
     return f"{scale // 1_000_000}M" if scale >= 1_000_000 else f"{scale // 1000}k"
 
 
-def read_results(out: Path) -> list[dict[str, Any]]:
-    reports = [json.loads(path.read_text()) for path in out.glob("results-*.json")]
+def read_results(out: Path, prefix: str = "results") -> list[dict[str, Any]]:
+    reports = [json.loads(path.read_text()) for path in out.glob(f"{prefix}-*.json")]
     return sorted(reports, key=lambda report: int(report["scale"]))
 
 
@@ -32,23 +35,32 @@ def plot_results(out: Path, png: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     reports = read_results(out)
     scales = [int(report["scale"]) for report in reports]
-    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for mode in MODES:
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 5.4))
+    for mode in MODES:  # Quarry's own runs, one mode at a time
+        left.plot(scales, [report["latency"][mode]["p50"] for report in reports], ":.", color=COLOURS[mode],
+                  alpha=0.6, label=f"Quarry {mode} p50 (own run)")
+    peers = read_results(out, "peers")
+    for system, (name, colour) in SYSTEMS.items():
+        measured = [report for report in peers if system in report["systems"]]
         for stat, style in (("p50", "-o"), ("p95", "--s")):
-            left.plot(scales, [report["latency"][mode][stat] for report in reports], style, color=COLOURS[mode],
-                      label=f"{mode} {stat}")
+            left.plot([int(report["scale"]) for report in measured],
+                      [report["systems"][system][stat] for report in measured], style, color=colour,
+                      label=f"{name} {stat} (interleaved)")
     left.set_xscale("log")
-    left.set_xticks(scales, [f"{label(scale)}\n(load {report['latency']['hybrid'].get('load_average', '?')})"
-                             for scale, report in zip(scales, reports, strict=True)])
-    left.set_xlabel("chunks")
+    left.set_yscale("log")
+    left.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    left.set_xticks(scales, [f"{label(scale)}\n(load {report['latency']['hybrid'].get('load_average', '?')}"
+                             + "".join(f"; {p['load_average_before'][0]}" for p in peers if p["scale"] == scale)
+                             + ")" for scale, report in zip(scales, reports, strict=True)])
+    left.set_xlabel("chunks (load average: own run; interleaved run)")
     left.set_ylabel("ms per search (one client, limit 10)")
-    left.set_ylim(bottom=0)
     left.set_title("Search latency against corpus size")
-    left.grid(alpha=0.3)
-    left.legend(fontsize=8)
+    left.grid(alpha=0.3, which="both")
+    left.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2)
 
     markers = ["o", "s", "^", "D"]
     for mode in MODES:
@@ -65,10 +77,10 @@ def plot_results(out: Path, png: Path) -> None:
     right.set_ylim(bottom=0)
     right.set_title("Throughput on 2 cores (client and server share them)")
     right.grid(alpha=0.3)
-    right.legend(fontsize=8, ncol=2)
-    figure.suptitle("Quarry on recombined SciFact + CoSQA texts, Postgres 18 + pgvector 0.8, 2 vCPU shared with"
-                    " other jobs\n(1-min load average when measured under each corpus size; QPS runs load the"
-                    " machine themselves)", fontsize=10)
+    right.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=3)
+    figure.suptitle("Quarry and peers on recombined SciFact + CoSQA texts, Postgres 18 + pgvector 0.8, 2 vCPU"
+                    " shared with other jobs\n(1-min load average when measured under each corpus size;"
+                    " QPS runs load the machine themselves)", fontsize=10)
     figure.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(png, dpi=110)
@@ -113,6 +125,24 @@ def markdown_tables(out: Path) -> str:
                           for ef, value in rec["nearest_chunks_depth_50_first_10_by_ef_search"].items())
         lines.append(f"| {int(report['scale']):,} | {rec['recall_at_10']:.3f} (min {rec['min']:.1f}) | {sweep}"
                      f" | {rec['nearest_neighbour_similarity']:.2f} / {rec['tenth_neighbour_similarity']:.2f} |")
+    peers = read_results(out, "peers")
+    if peers:
+        lines += ["", "| chunks | system | hybrid p50 ms | p95 ms | p99 ms | p50 / p95 vs Quarry | build |"
+                  " on disk | load avg: build; run |", "|---|---|---|---|---|---|---|---|---|"]
+    for report in peers:
+        for system, lat in report["systems"].items():
+            build = report["builds"].get(system)
+            built = "table above"
+            if build:
+                steps = ", ".join(f"{k.removesuffix('_seconds').replace('load', 'data in').replace('_', ' ')} {v:.1f}"
+                                  for k, v in build.items() if k.endswith("_seconds"))
+                built = (f"{build['seconds']:.0f} s ({steps}) | {build['bytes']['total'] / mib:,.0f} MiB"
+                         f" | {build['load_average_before'][0]}")
+            lines.append(
+                f"| {int(report['scale']):,} | {SYSTEMS[system][0]} | {lat['p50']:.2f} | {lat['p95']:.2f}"
+                f" | {lat['p99']:.2f} | {lat['p50_ratio_to_quarry']:.2f} / {lat['p95_ratio_to_quarry']:.2f}"
+                f" | {built if build else f'{built} | {built} | -'}; {report['load_average_before'][0]}"
+                f" -> {report['load_average_after'][0]} |")
     scifact = out / "scifact.json"
     if scifact.exists():
         report = json.loads(scifact.read_text())

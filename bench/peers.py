@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -40,8 +41,8 @@ def bm25s_run(
     ``code_words`` splits identifiers first (for code corpora): bm25s's tokenizer keeps
     ``read_file`` and ``readFile`` whole, so a query saying "read file" would miss them.
     """
-    import bm25s
-    import Stemmer
+    import bm25s  # type: ignore[import-untyped]
+    import Stemmer  # type: ignore[import-not-found]
 
     logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs index building at DEBUG
     result = SystemRun("bm25s (BM25, identifiers split)" if code_words else "bm25s (BM25)")
@@ -82,6 +83,50 @@ def exact_dense_run(
     return result
 
 
+def lancedb_table(
+    directory: Path, ids: Sequence[str], texts: Sequence[str], vectors: Vectors, *, vector_index: str | None = None,
+) -> tuple[Any, dict[str, float]]:
+    """A LanceDB table of ``ids``/``texts``/``vectors`` with its native FTS index (default tokenizer).
+
+    Without ``vector_index`` the vector leg scans every row (flat, LanceDB's default); with it
+    (e.g. ``"IVF_HNSW_SQ"``), that index is built with its defaults. Returns seconds per step.
+    """
+    # Its Rust logger warns on every query that `_score`/`_distance` will stop being auto-selected.
+    os.environ.setdefault("LANCEDB_LOG", "error")
+    import lancedb
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    table = lancedb.connect(directory).create_table(
+        "documents",
+        data=pa.table({
+            "id": pa.array(ids, pa.string()),
+            "text": pa.array(texts, pa.string()),
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.astype(np.float32).ravel()), vectors.shape[1]),
+        }),
+        mode="overwrite",
+    )
+    timings["load_seconds"] = time.perf_counter() - started
+    started = time.perf_counter()
+    table.create_fts_index("text", replace=True)
+    timings["fts_index_seconds"] = time.perf_counter() - started
+    if vector_index is not None:
+        started = time.perf_counter()
+        table.create_index(vector_column_name="vector", index_type=vector_index)  # type: ignore[call-overload]
+        timings["vector_index_seconds"] = time.perf_counter() - started
+    return table, timings
+
+
+def lancedb_hybrid_ids(table: Any, text: str, vector: np.ndarray, limit: int, reranker: Any) -> list[str]:
+    """LanceDB's documented hybrid query (FTS + vector, ``reranker`` fuses): the ids, best first."""
+    rows = (
+        table.search(query_type="hybrid").vector(vector.tolist()).text(text).rerank(reranker).limit(limit)
+        .select(["id"]).to_list()
+    )
+    return [str(row["id"]) for row in rows]
+
+
 def lancedb_hybrid_run(
     directory: Path,
     documents: Sequence[Document],
@@ -91,41 +136,18 @@ def lancedb_hybrid_run(
     depth: int,
 ) -> SystemRun:
     """LanceDB's documented hybrid query: native FTS index (default tokenizer) + flat vector search, RRF (k=60)."""
-    # Its Rust logger warns on every query that `_score`/`_distance` will stop being auto-selected.
-    os.environ.setdefault("LANCEDB_LOG", "error")
-    import lancedb
-    import pyarrow as pa
+    os.environ.setdefault("LANCEDB_LOG", "error")  # before lancedb's first import, see lancedb_table
     from lancedb.rerankers import RRFReranker
 
     result = SystemRun("LanceDB hybrid (FTS + vector, RRF)")
     started = time.perf_counter()
-    database = lancedb.connect(directory)
-    table = database.create_table(
-        "documents",
-        data=pa.table({
-            "id": pa.array([d.id for d in documents], pa.string()),
-            "text": pa.array([d.full_text for d in documents], pa.string()),
-            "vector": pa.FixedSizeListArray.from_arrays(
-                pa.array(document_vectors.astype(np.float32).ravel()), document_vectors.shape[1]
-            ),
-        }),
-        mode="overwrite",
-    )
-    table.create_fts_index("text", replace=True)
+    table, _ = lancedb_table(directory, [d.id for d in documents], [d.full_text for d in documents], document_vectors)
     result.index_seconds = time.perf_counter() - started
 
     reranker = RRFReranker()
     started = time.perf_counter()
     for query, vector in zip(queries, query_vectors, strict=True):
-        rows = (
-            table.search(query_type="hybrid")
-            .vector(vector.tolist())
-            .text(query.text)
-            .rerank(reranker)
-            .limit(depth)
-            .select(["id"])
-            .to_list()
-        )
-        result.run[query.id] = top_documents((str(row["id"]) for row in rows), depth)
+        ids = lancedb_hybrid_ids(table, query.text, vector, depth, reranker)
+        result.run[query.id] = top_documents(ids, depth)
     result.search_seconds = time.perf_counter() - started
     return result
