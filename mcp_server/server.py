@@ -89,6 +89,9 @@ def build_server(backend: Backend, *, limiter: RateLimiter | None = None,
     specs = {spec.name: spec for spec in tools}
     context = ToolContext(backend, limiter.policy if limiter is not None else None)
     capacity = InFlight(backend.settings.max_in_flight)
+    # One worker thread per admitted call: anyio's shared pool (40 threads, also used by key
+    # checks and /healthz) would otherwise queue calls past 40 behind the in-flight ceiling.
+    tool_threads = anyio.CapacityLimiter(backend.settings.max_in_flight)
     replicas = replicas_of(backend)
     catalogue = [
         types.Tool(name=spec.name, title=spec.title, description=spec.description,
@@ -114,9 +117,10 @@ def build_server(backend: Backend, *, limiter: RateLimiter | None = None,
                 await anyio.to_thread.run_sync(limiter.charge, caller, spec.cost(arguments))
             call_context = context if caller is None else replace(context, caller=caller)
             if spec.read_only and replicas is not None:
-                text = await anyio.to_thread.run_sync(run_on_replica, replicas, spec, call_context, arguments)
+                text = await anyio.to_thread.run_sync(run_on_replica, replicas, spec, call_context, arguments,
+                                                      limiter=tool_threads)
             else:
-                text = await anyio.to_thread.run_sync(spec.run, call_context, arguments)
+                text = await anyio.to_thread.run_sync(spec.run, call_context, arguments, limiter=tool_threads)
         except Exception as error:  # the boundary: whatever happened, the client gets the envelope
             return failure(classify(error, spec.name))
         finally:

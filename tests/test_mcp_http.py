@@ -373,6 +373,37 @@ def test_quarry_serve_runs_http_with_healthz(migrated_url: str, model_cache: Pat
 # --- overload ------------------------------------------------------------------------------------------------------
 
 
+def test_every_call_under_the_ceiling_runs_at_once_even_past_the_shared_thread_pool(backend: StaticBackend) -> None:
+    """anyio's shared worker pool has 40 threads; a ceiling above that must not queue calls behind it."""
+    parties = 42
+    together = threading.Barrier(parties, timeout=20)
+
+    def meet(_: ToolContext, __: NoArgs) -> str:
+        together.wait()  # breaks (and the call fails) unless all the calls run at the same time
+        return "{}"
+
+    meeting = ToolSpec(name="meet", title="Meet", description="Returns once all the test's calls are running.",
+                       arguments=NoArgs, run=meet, cost=one_token)
+    wide = StaticBackend(Settings(database_url=backend.settings.database_url, max_in_flight=parties),
+                         backend.pool, backend.embedders)
+    app = build_http_app(wide, AccessPolicy.for_bind("127.0.0.1", no_auth=True), tools=[meeting])
+    errors: list[object] = []
+
+    def call(url: str) -> None:
+        with mcp_session(http_transport(url + "/mcp")) as session:
+            reply = session.call("meet", {})
+            if reply.is_error:
+                errors.append(reply.error)
+
+    with serving(app) as url:
+        callers = [threading.Thread(target=call, args=(url,)) for _ in range(parties)]
+        for caller in callers:
+            caller.start()
+        for caller in callers:
+            caller.join(60)
+    assert errors == [] and not together.broken
+
+
 def test_calls_past_the_in_flight_ceiling_are_refused_with_busy_not_queued(backend: StaticBackend) -> None:
     entered, release = threading.Event(), threading.Event()
 
