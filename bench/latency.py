@@ -64,9 +64,9 @@ from psycopg_pool import ConnectionPool
 
 from bench.beir import load_beir
 from bench.peers import lancedb_hybrid_ids, lancedb_table
-from bench.quarry_system import schema_state
+from bench.quarry_system import bench_database_url, schema_state
 from bench.supabase import SCHEMA, build_supabase_tables, supabase_hybrid_ids, use_supabase_schema
-from engine.db import embedded_database_url, open_pool
+from engine.db import open_pool
 from engine.ids import uuid7
 from engine.migrations import ensure_migrated, schema_fingerprint
 from engine.search import SearchMode, search
@@ -232,14 +232,7 @@ def mark_common(url: str, queries: QuerySet) -> QuerySet:
 
 
 def scale_database(out: Path, label: str, *, fresh: bool) -> str:
-    server_url = embedded_database_url(out)
-    name = f"bench_latency_{label}"
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        if fresh:
-            conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
-        if conn.execute("select 1 from pg_database where datname = %s", (name,)).fetchone() is None:
-            conn.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
-    url = psycopg.conninfo.make_conninfo(server_url, dbname=name)
+    url = bench_database_url(out, f"bench_latency_{label}", fresh=fresh)
     try:
         ensure_migrated(url)
     except psycopg.Error as error:  # e.g. a working tree mid-edit: measure the schema the corpus has

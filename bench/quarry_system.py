@@ -32,19 +32,26 @@ from engine.search import SearchMode, search
 CODE_SUFFIX = {"cosqa": ".py"}
 
 
-def dataset_database_url(home: Path, dataset: str, *, fresh: bool = False) -> str:
-    """DSN of database ``bench_<dataset>`` on the bench's embedded server (created and migrated on demand).
+def bench_database_url(home: Path, name: str, *, fresh: bool = False) -> str:
+    """DSN of database ``name`` on the bench's embedded server under ``home`` (created on demand, not migrated).
 
-    ``fresh`` drops it first, so everything is ingested and embedded again with the current code.
+    ``fresh`` drops it first.
     """
     server_url = embedded_database_url(home)  # boots the server under home/pgdata
-    name = f"bench_{dataset}"
     with psycopg.connect(server_url, autocommit=True) as conn:
         if fresh:
             conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
         if conn.execute("select 1 from pg_database where datname = %s", (name,)).fetchone() is None:
             conn.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
-    url = psycopg.conninfo.make_conninfo(server_url, dbname=name)
+    return psycopg.conninfo.make_conninfo(server_url, dbname=name)
+
+
+def dataset_database_url(home: Path, dataset: str, *, fresh: bool = False) -> str:
+    """DSN of database ``bench_<dataset>`` on the bench's embedded server (created and migrated on demand).
+
+    ``fresh`` drops it first, so everything is ingested and embedded again with the current code.
+    """
+    url = bench_database_url(home, f"bench_{dataset}", fresh=fresh)
     ensure_migrated(url)
     return url
 

@@ -105,6 +105,13 @@ def configure_connection(conn: psycopg.Connection[Any], statement_timeout_ms: in
     conn.commit()
 
 
+def connect_options(url: str, settings: Settings) -> dict[str, Any]:
+    """libpq options Quarry adds to ``url``: ``connect_timeout_s`` unless the DSN sets its own."""
+    if "connect_timeout" in psycopg.conninfo.conninfo_to_dict(url):
+        return {}
+    return {"connect_timeout": settings.connect_timeout_s}
+
+
 #: How long one connection attempt keeps retrying (1, 2, 4 ... s apart) before the pool gives up on it.
 RECONNECT_GIVE_UP_S = 3.0
 
@@ -144,8 +151,7 @@ def open_pool(url: str, settings: Settings | None = None, *, role: str | None = 
         "reconnect_timeout": RECONNECT_GIVE_UP_S,
         "name": "quarry",
     }
-    if "connect_timeout" not in psycopg.conninfo.conninfo_to_dict(url):
-        options["kwargs"] = {"connect_timeout": settings.connect_timeout_s}
+    options["kwargs"] = connect_options(url, settings)
     options.update(overrides)
     pool = ConnectionPool(url, **options)
     pool.wait(timeout=30)

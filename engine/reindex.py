@@ -30,6 +30,7 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from engine.ingest.manifests import constraints_in_manifest, manifest_kind
+from engine.ingest.vector_indexes import restore_deferred_indexes
 from engine.ingest.version_store import StatedVersions, store_versions
 from engine.ingest.versions import constraints_in_document
 from engine.relations import store_relations
@@ -113,11 +114,9 @@ def _relations(pool: ConnectionPool) -> int:
 
 def _vectors(pool: ConnectionPool) -> int:
     with pool.connection() as conn:
-        # An HNSW index a killed bulk ingest left deferred (engine.ingest.vector_indexes) is built
-        # first, from its recorded definition: there is nothing to reindex until it exists.
-        with conn.transaction():
-            conn.execute("select set_config('statement_timeout', '0', true)")
-            conn.execute("select quarry.restore_space_indexes()")
+        # An HNSW index a killed bulk ingest left deferred is built first, from its recorded
+        # definition: there is nothing to reindex until it exists.
+        restore_deferred_indexes(conn)
         names = [str(name) for (name,) in conn.execute(
             "select quarry.space_index_name(name) from quarry.embedding_spaces order by name").fetchall()]
         names.append("chunks_search_vector_idx")

@@ -36,7 +36,7 @@ import psycopg_pool
 from psycopg_pool import ConnectionPool
 
 from engine.config import Settings
-from engine.db import open_pool
+from engine.db import connect_options, open_pool
 
 __all__ = ["ReplicaHealth", "ReplicaSet", "ReplicaState", "assess_lag", "check_replicas", "describe_reads",
            "redact_dsn"]
@@ -142,10 +142,7 @@ class _Probe:
                 # A connection from an earlier check, killed by a restart since: try a fresh one.
 
     def _connect(self) -> psycopg.Connection[Any]:
-        options: dict[str, Any] = {"autocommit": True}
-        if "connect_timeout" not in psycopg.conninfo.conninfo_to_dict(self._url):
-            options["connect_timeout"] = self._settings.connect_timeout_s
-        conn = psycopg.connect(self._url, **options)
+        conn = psycopg.connect(self._url, autocommit=True, **connect_options(self._url, self._settings))
         conn.execute("select set_config('statement_timeout', %s, false)",
                      (str(self._settings.connect_timeout_s * 1000),))
         return conn

@@ -28,7 +28,7 @@ import psycopg
 from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool
 
-__all__ = ["MAX_UNINDEXED", "MIN_DEFERRED_LOAD", "DeferredIndexes"]
+__all__ = ["MAX_UNINDEXED", "MIN_DEFERRED_LOAD", "DeferredIndexes", "restore_deferred_indexes"]
 
 _logger = logging.getLogger(__name__)
 
@@ -56,6 +56,15 @@ class _Space:
 
     def outgrown(self) -> bool:
         return self.vectors_before + self.written > MAX_UNINDEXED
+
+
+def restore_deferred_indexes(conn: Connection[Any]) -> int:
+    """Build every HNSW index a load deferred (``quarry.restore_space_indexes``); returns how many."""
+    with conn.transaction():
+        # a build takes as long as it takes: the pool's statement timeout is for queries
+        conn.execute("select set_config('statement_timeout', '0', true)")
+        row = conn.execute("select quarry.restore_space_indexes()").fetchone()
+    return int(row[0]) if row else 0
 
 
 class DeferredIndexes:
@@ -128,13 +137,10 @@ class DeferredIndexes:
         if conn is None:
             with self._pool.connection() as pooled:
                 return self.restore(pooled)
-        with conn.transaction():
-            # a build takes as long as it takes: the pool's statement timeout is for queries
-            conn.execute("select set_config('statement_timeout', '0', true)")
-            row = conn.execute("select quarry.restore_space_indexes()").fetchone()
+        restored = restore_deferred_indexes(conn)
         for space in self._spaces.values():
             space.deferred = False
-        return int(row[0]) if row else 0
+        return restored
 
     def _defer(self, space: _Space) -> None:
         if not self._allowed:
