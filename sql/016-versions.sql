@@ -222,7 +222,7 @@ comment on function quarry.version_allows(jsonb, uuid) is
 create or replace function quarry.version_match_label(degree int)
 returns text
 language sql immutable parallel safe
-set search_path = pg_catalog
+-- no `set search_path`: one built-in expression, inlined into search_hits (see sql/035-trust.sql)
 as $$
     select case degree when 4 then 'exact' when 3 then 'compatible' when 1 then 'mismatch' else 'unknown' end
 $$;

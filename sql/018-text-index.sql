@@ -190,7 +190,7 @@ comment on function quarry.query_lexemes(text) is
 create or replace function quarry.bm25_top(
     query_text text,
     match_count int default 50,
-    per_term_depth int default 1000,
+    per_term_depth int default 250,
     filters jsonb default null
 ) returns table (chunk_id uuid, score real)
 language sql stable parallel safe
@@ -201,6 +201,9 @@ as $$
     -- read would undercount a chunk found through a rare term that also holds a common term
     -- below that term's cut: on SciFact (13k chunks) 236 of 300 queries had a term in more
     -- than 1000 chunks, and those partial sums cost 0.012 nDCG@10 (0.678 vs 0.691 exact).
+    -- With exact candidates the cut only decides which chunks are considered: 250 postings
+    -- per term score as 1000 did (SciFact fts 0.690 / 0.691, hybrid 0.733 / 0.734; 100: 0.687)
+    -- and read a third of the rows (docs/BENCHMARKS.md).
     with allowed_sources as materialized (  -- evaluated once, not once per posting
         select * from quarry.filtered_source_ids(filters) where filters is not null
     ),
@@ -213,7 +216,7 @@ as $$
         where t.lexeme = any (quarry.query_lexemes(query_text)) and t.chunk_frequency > 0
     ),
     contributions as (
-        select p.chunk_id, terms.idf * p.impact as part
+        select p.chunk_id, terms.idf * p.impact as part, terms.cut
         from terms
         cross join chunk_rules
         cross join lateral (
@@ -235,31 +238,27 @@ as $$
         ) p
     ),
     candidates as materialized (
-        select c.chunk_id, sum(c.part) as score
+        -- a term read to its end (not cut) already gave each candidate its whole part
+        select c.chunk_id, coalesce(sum(c.part) filter (where not c.cut), 0) as uncut_part
         from contributions c
         group by c.chunk_id
-        order by score desc, c.chunk_id
+        order by sum(c.part) desc, c.chunk_id
         limit match_count
     ),
-    any_cut as materialized (select coalesce(bool_or(terms.cut), false) as present from terms),
-    completed as (
-        -- every query term's posting of each candidate (index-only probes of the chunk index,
-        -- which covers term and impact: alembic 0012), only when some term's list was cut:
-        -- otherwise the sums above are already exact
-        select p.chunk_id, sum(terms.idf * p.impact) as score
-        from candidates c
-        join quarry.text_postings p on p.chunk_id = c.chunk_id
-        join terms on terms.id = p.term_id
-        where (select present from any_cut)
-        group by p.chunk_id
+    cut_terms as materialized (
+        select array_agg(terms.id) as ids, array_agg(terms.idf) as idfs from terms where terms.cut
     )
-    select s.chunk_id, s.score::real
-    from (
-        select completed.chunk_id, completed.score from completed
-        union all
-        select c.chunk_id, c.score from candidates c where not (select present from any_cut)
-    ) s
-    order by s.score desc, s.chunk_id
+    select c.chunk_id, (c.uncut_part + coalesce(cut.part, 0))::real as score
+    from candidates c
+    cross join cut_terms
+    -- the cut terms' postings of each candidate: one probe of the chunk index (alembic 0012)
+    -- per candidate, where re-reading the cut terms' lists cost as much as the first pass
+    left join lateral (
+        select sum(cut_terms.idfs[array_position(cut_terms.ids, p.term_id)] * p.impact) as part
+        from quarry.text_postings p
+        where p.chunk_id = c.chunk_id and p.term_id = any (cut_terms.ids)
+    ) cut on true
+    order by 2 desc, c.chunk_id
 $$;
 
 comment on function quarry.bm25_top(text, int, int, jsonb) is

@@ -61,7 +61,7 @@ create or replace function quarry.hybrid_search(
     embedding_space text default 'text',
     candidate_count int default 50,
     rrf_k int default 60,
-    per_term_depth int default 1000,
+    per_term_depth int default 250,
     fusion text default 'convex',
     vector_weight double precision default 0.40,
     code_vector_weight double precision default 0.8,
@@ -84,6 +84,9 @@ create or replace function quarry.hybrid_search(
 language plpgsql volatile
 rows 20  -- a page of hits: lets callers join it with nested loops over primary keys
 set search_path = quarry, public, pg_catalog
+-- The fused statement's plan does not depend on the values: under the default (auto) mode
+-- plpgsql kept planning it per call, 0.6 ms of a ~5 ms search on SciFact (docs/BENCHMARKS.md).
+set plan_cache_mode = force_generic_plan
 as $$
 #variable_conflict use_column
 declare

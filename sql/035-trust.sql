@@ -13,6 +13,112 @@
 -- Each factor reports its raw input, value, weight and contribution, so a client (or an
 -- admin in psql, through quarry.explain) can say why a result is or isn't trustworthy.
 
+create or replace function quarry.trust_weight_list() returns double precision[]
+language sql stable parallel safe
+set search_path = quarry, pg_catalog
+as $$
+    select array[coalesce(max(weight) filter (where factor = 'attribution'), 0),
+                 coalesce(max(weight) filter (where factor = 'verified'), 0),
+                 coalesce(max(weight) filter (where factor = 'freshness'), 0),
+                 coalesce(max(weight) filter (where factor = 'deprecation'), 0),
+                 coalesce(max(weight) filter (where factor = 'version_match'), 0)]
+    from quarry.trust_weights
+$$;
+
+comment on function quarry.trust_weight_list() is
+'The trust weights in the order quarry.weighted_trust takes them: attribution, verified, freshness, deprecation, version_match.';
+
+-- The factor values and quarry.weighted_trust carry no `set search_path` and are one
+-- expression each: that is what lets the planner inline them into the caller's statement
+-- (search_hits reads the weights once and passes them), 16 µs per hit instead of 41 as
+-- called functions. They name only built-ins and each other, and only the database owner
+-- may create objects in the schemas callers search. double precision throughout: numeric
+-- power() per hit cost more than the rest together.
+create or replace function quarry.attribution_trust(attribution text) returns double precision
+language sql immutable parallel safe
+as $$
+    select case attribution when 'official' then 1.0::float8 when 'maintainer' then 0.8
+                            when 'community' then 0.5 else 0.3 end
+$$;
+
+comment on function quarry.attribution_trust(text) is
+'The attribution trust factor''s value: official 1.0, maintainer 0.8, community 0.5, unknown 0.3.';
+
+create or replace function quarry.freshness_trust(source_kind text, age_days double precision)
+returns double precision
+language sql immutable parallel safe
+as $$
+    select power(0.5::float8, age_days / case source_kind when 'code_repo' then 540 when 'standalone' then 730
+                                                          else 365 end)
+$$;
+
+comment on function quarry.freshness_trust(text, double precision) is
+'The freshness trust factor''s value: 0.5 ^ (age in days / half-life of the source kind).';
+
+create or replace function quarry.version_match_trust(version_match text) returns double precision
+language sql immutable parallel safe
+as $$
+    select case version_match when 'exact' then 1.0::float8 when 'compatible' then 0.8 when 'mismatch' then 0.0
+                              else 0.6 end
+$$;
+
+comment on function quarry.version_match_trust(text) is
+'The version_match trust factor''s value: exact 1.0, compatible 0.8, unknown 0.6, mismatch 0.0.';
+
+create or replace function quarry.trust_factor(raw jsonb, value double precision, weight double precision,
+                                               weights double precision[])
+returns jsonb
+language sql stable parallel safe
+as $$
+    select jsonb_build_object(
+        'raw', raw, 'value', round(value::numeric, 4), 'weight', weight,
+        'contribution', round(coalesce(weight * value / nullif(weights[1] + weights[2] + weights[3] + weights[4]
+                                                               + weights[5], 0), 0)::numeric, 4))
+$$;
+
+comment on function quarry.trust_factor(jsonb, double precision, double precision, double precision[]) is
+'One trust factor as results show it: raw input, value, weight and contribution (weight × value / sum of weights).';
+
+create or replace function quarry.weighted_trust(
+    attribution text,
+    verified boolean,
+    deprecated boolean,
+    source_kind text,
+    changed_at timestamptz,
+    version_match text,
+    at timestamptz,
+    weights double precision[]
+) returns jsonb
+language sql stable parallel safe
+as $$
+    select jsonb_build_object(
+        'score', round(least(case when deprecated then 0.2 else 1 end, greatest(0, coalesce(
+            (weights[1] * quarry.attribution_trust(attribution)
+             + weights[2] * case when verified then 1.0::float8 else 0.5 end
+             + weights[3] * quarry.freshness_trust(
+                                source_kind, greatest(0, extract(epoch from at - changed_at)::float8) / 86400)
+             + weights[4] * case when deprecated then 0.0::float8 else 1.0 end
+             + weights[5] * quarry.version_match_trust(version_match))
+            / nullif(weights[1] + weights[2] + weights[3] + weights[4] + weights[5], 0), 0)))::numeric, 4),
+        'factors', jsonb_build_object(
+            'attribution', quarry.trust_factor(
+                to_jsonb(attribution), quarry.attribution_trust(attribution), weights[1], weights),
+            'verified', quarry.trust_factor(
+                to_jsonb(verified), case when verified then 1.0::float8 else 0.5 end, weights[2], weights),
+            'freshness', quarry.trust_factor(
+                to_jsonb(round((greatest(0, extract(epoch from at - changed_at)::float8) / 86400)::numeric, 2)),
+                quarry.freshness_trust(source_kind, greatest(0, extract(epoch from at - changed_at)::float8) / 86400),
+                weights[3], weights),
+            'deprecation', quarry.trust_factor(
+                to_jsonb(deprecated), case when deprecated then 0.0::float8 else 1.0 end, weights[4], weights),
+            'version_match', quarry.trust_factor(
+                to_jsonb(coalesce(version_match, 'unknown')), quarry.version_match_trust(version_match),
+                weights[5], weights)))
+$$;
+
+comment on function quarry.weighted_trust(text, boolean, boolean, text, timestamptz, text, timestamptz, double precision[]) is
+'quarry.trust_factors with the weights given (from quarry.trust_weight_list), for callers scoring many rows at once.';
+
 create or replace function quarry.trust_factors(
     attribution text,
     verified boolean,
@@ -25,32 +131,8 @@ create or replace function quarry.trust_factors(
 language sql stable parallel safe
 set search_path = quarry, pg_catalog
 as $$
-    with inputs (factor, raw, value) as (
-        values
-            ('attribution', to_jsonb(attribution),
-             case attribution when 'official' then 1.0 when 'maintainer' then 0.8 when 'community' then 0.5
-                              else 0.3 end),
-            ('verified', to_jsonb(verified), case when verified then 1.0 else 0.5 end),
-            ('freshness', to_jsonb(round((greatest(0, extract(epoch from at - changed_at)) / 86400)::numeric, 2)),
-             power(0.5, greatest(0, extract(epoch from at - changed_at)) / 86400
-                        / case source_kind when 'code_repo' then 540 when 'standalone' then 730 else 365 end)),
-            ('deprecation', to_jsonb(deprecated), case when deprecated then 0.0 else 1.0 end),
-            ('version_match', to_jsonb(coalesce(version_match, 'unknown')),
-             case version_match when 'exact' then 1.0 when 'compatible' then 0.8 when 'mismatch' then 0.0
-                                else 0.6 end)
-    ),
-    weighted as (
-        select i.factor, i.raw, i.value::double precision as value, w.weight,
-               w.weight * i.value / nullif(sum(w.weight) over (), 0) as contribution
-        from inputs i join quarry.trust_weights w on w.factor = i.factor
-    )
-    select jsonb_build_object(
-        'score', round(least(case when deprecated then 0.2 else 1 end,
-                             greatest(0, coalesce(sum(contribution), 0)))::numeric, 4),
-        'factors', jsonb_object_agg(factor, jsonb_build_object(
-            'raw', raw, 'value', round(value::numeric, 4), 'weight', weight,
-            'contribution', round(coalesce(contribution, 0)::numeric, 4))))
-    from weighted
+    select quarry.weighted_trust(attribution, verified, deprecated, source_kind, changed_at, version_match, at,
+                                 quarry.trust_weight_list())
 $$;
 
 comment on function quarry.trust_factors(text, boolean, boolean, text, timestamptz, text, timestamptz) is

@@ -50,8 +50,12 @@ create or replace function quarry.search_hits(
 )
 language plpgsql volatile
 set search_path = quarry, public, pg_catalog
+set plan_cache_mode = force_generic_plan  -- as quarry.hybrid_search: one plan fits every call
 as $$
 #variable_conflict use_column
+declare
+    -- read once, so quarry.weighted_trust is inlined into the statement (see sql/035-trust.sql)
+    weights double precision[] := quarry.trust_weight_list();
 begin
     -- plpgsql, not SQL: its static query's plan is cached per session.
     return query
@@ -60,8 +64,8 @@ begin
            d.heading_path, d.symbol_path, d.start_line, d.end_line, d.content, d.content_type, d.language,
            d.is_code, h.fused_score, h.fts_rank, h.vector_rank, h.code_rank, h.fts_score, h.vector_similarity,
            h.code_similarity, quarry.version_match_label(h.version_degree),
-           quarry.trust_factors(d.attribution, d.verified, d.deprecated, d.source_kind, d.changed_at,
-                                quarry.version_match_label(h.version_degree))
+           quarry.weighted_trust(d.attribution, d.verified, d.deprecated, d.source_kind, d.changed_at,
+                                 quarry.version_match_label(h.version_degree), now(), weights)
     from quarry.hybrid_search(query_texts, query_embeddings, search_mode, match_count, filters,
                               embedding_space, candidate_count, rrf_k,
                               fusion => fusion, vector_weight => vector_weight,

@@ -107,6 +107,24 @@ def test_trust_weights_are_one_table_the_next_search_reads(corpus: ConnectionPoo
         _sql(corpus, "select quarry.set_trust_weight('attribution', 0.35)")
 
 
+def test_trust_follows_its_formula_in_psql_and_in_search(corpus: ConnectionPool) -> None:
+    # a year-old official, verified docs page with an exact version match: every factor but
+    # freshness (one half-life: 0.5) is 1, so trust = 1 - 0.15 * 0.5 with the default weights
+    trust = _sql(corpus, "select quarry.trust_factors('official', true, false, 'docs_site', "
+                         "now() - interval '365 days', 'exact', now())")
+    assert trust["score"] == pytest.approx(0.925)
+    assert trust["factors"]["freshness"] == {"raw": 365.0, "value": 0.5, "weight": 0.15, "contribution": 0.075}
+    capped = _sql(corpus, "select quarry.trust_factors('official', true, true, 'docs_site', now(), 'exact')")
+    assert capped["score"] == 0.2 and capped["factors"]["deprecation"]["value"] == 0
+    # search_hits computes trust inline with the weights read once: the same numbers as psql's
+    for hit in _hits(corpus)[:5]:
+        expected = _sql(corpus, "select quarry.trust_factors(%s, %s, %s, %s, %s, %s)", hit.attribution,
+                        hit.verified, hit.deprecated, hit.source_kind, hit.changed_at, hit.version_match)
+        assert hit.trust["score"] == pytest.approx(expected["score"], abs=1e-3)
+        assert hit.trust["factors"].keys() == expected["factors"].keys()
+        assert hit.trust["factors"]["attribution"] == expected["factors"]["attribution"]
+
+
 def test_search_text_and_explain_work_from_psql(corpus: ConnectionPool) -> None:
     with corpus.connection() as conn:
         rows = conn.execute("select rank, source, path, location, score, trust, chunk_id "
