@@ -86,7 +86,7 @@ def count_documents(
     query_vector = embed(query) if embed is not None else None
     with pool.connection() as conn, conn.cursor(row_factory=class_row(CandidateDocument)) as cursor:
         cursor.execute(
-            "select * from quarry.count_candidate_documents(%s, %s, %s::jsonb, %s, %s, %s)",
+            "select * from quarry.count_candidate_documents(%s, %b, %s::jsonb, %s, %s, %s)",  # %b: binary vector
             (query, Vector(query_vector) if query_vector is not None else None, filters_json(filters),
              similarity_floor, bound, TEXT_SPACE),
         )

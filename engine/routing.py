@@ -58,7 +58,7 @@ class RankedSource:
 def rank_sources(pool: ConnectionPool, query: str, *, query_vector: list[float] | None = None) -> list[RankedSource]:
     """Every source, ranked for ``query`` (best first; ties by slug)."""
     with pool.connection() as conn, conn.cursor(row_factory=class_row(SourceSignals)) as cursor:
-        cursor.execute("select * from quarry.source_signals(%s, %s, %s, %s, %s)",
+        cursor.execute("select * from quarry.source_signals(%s, %b, %s, %s, %s)",  # %b: binary vector
                        (query, Vector(query_vector) if query_vector is not None else None, FTS_DEPTH,
                         CENTROID_SAMPLE, TEXT_SPACE))
         rows = cursor.fetchall()

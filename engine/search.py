@@ -158,7 +158,9 @@ def search(
         try:
             with conn.cursor(row_factory=class_row(SearchHit)) as cursor:
                 cursor.execute(
-                    "select * from quarry.search_hits(%s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
+                    # %b: vectors travel as binary floats (text made the client print and the
+                    # server parse 384 decimals each: 0.45 ms of a ~4 ms search)
+                    "select * from quarry.search_hits(%s, %b, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %b, %s, %s,"
                     " %s, %s)",
                     (texts, _as_vectors(text_vectors if vector_search else None, texts), mode, limit,
                      filters_json(combined), space, max(candidates, limit), rrf_k, fusion, vector_weight,
