@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -155,6 +156,9 @@ def search(
                     f"{notice.message_detail}; the leg was left out")
 
         conn.add_notice_handler(on_notice)
+        # One read statement: in autocommit it is its own transaction, without BEGIN and COMMIT
+        # round trips; the pool gets the connection back as it lent it.
+        conn.autocommit = True
         try:
             with conn.cursor(row_factory=class_row(SearchHit)) as cursor:
                 cursor.execute(
@@ -172,6 +176,9 @@ def search(
                 hits = cursor.fetchall()
         finally:
             conn.remove_notice_handler(on_notice)
+            if not conn.closed:
+                with contextlib.suppress(psycopg.Error):
+                    conn.autocommit = False
     return SearchOutcome(hits, failed)
 
 
