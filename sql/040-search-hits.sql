@@ -46,7 +46,7 @@ create or replace function quarry.search_hits(
     vector_similarity real,
     code_similarity real,
     version_match text,
-    trust jsonb
+    trust json
 )
 language plpgsql volatile
 set search_path = quarry, public, pg_catalog
