@@ -431,7 +431,7 @@ def recall(url: str, pool: ConnectionPool, queries: QuerySet, count: int, depth:
                       query_model=MODEL).hits
         found.append(len(exact[i] & {hit.chunk_id for hit in hits}) / 10)
     result: dict[str, Any] = {"queries": count, "recall_at_10": statistics.fmean(found), "min": min(found),
-                              "ef_search_in_search": "depth = 50 up to 50k chunks, else max(100, 2 x depth) = 100",
+                              "ef_search_in_search": "least(1000, greatest(100, 2 x depth=50)) = 100",
                               "nearest_neighbour_similarity": float(np.mean([pair[1][0] for pair in top])),
                               "tenth_neighbour_similarity": float(np.mean([pair[1][9] for pair in top]))}
     sweep = {}

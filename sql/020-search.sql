@@ -128,14 +128,10 @@ begin
         query_model => code_query_model, leg => 'code');
     resolved_filters := quarry.resolve_version_filters(filters, version_matching);
 
-    -- HNSW returns at most ef_search rows; iterative scans keep filtered legs full. Its recall
-    -- falls as the graph grows, so the search list does too (bench/latency.py, recall@10 against
-    -- exact search): up to 50k chunks the depth itself (ef 50: 0.967 at 10k, 0.984 on SciFact's
-    -- 13k; 0.3 ms less per vector leg than 100), beyond that twice the depth, at least 100
-    -- (100k: 0.968 where ef = depth gave 0.89-0.91; 1M: 0.951).
-    perform set_config('hnsw.ef_search',
-                       case when (select chunk_count from quarry.text_stats) <= 50000 then greatest(40, depth)
-                            else least(1000, greatest(100, 2 * depth)) end::text, true);
+    -- HNSW returns at most ef_search rows; iterative scans keep filtered legs full. Twice the
+    -- depth, at least 100: measured at 100k chunks (bench/latency.py), ef_search = depth gave
+    -- recall@10 0.89-0.91, and 100 with ef_construction 128 gave 0.968 (200: 0.998).
+    perform set_config('hnsw.ef_search', least(1000, greatest(100, 2 * depth))::text, true);
     perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
 
     -- A leg that errors (a lock it cannot get, a broken index) must not take the others
