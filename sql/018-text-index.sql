@@ -190,7 +190,7 @@ comment on function quarry.query_lexemes(text) is
 create or replace function quarry.bm25_top(
     query_text text,
     match_count int default 50,
-    per_term_depth int default 250,
+    per_term_depth int default 750,
     filters jsonb default null
 ) returns table (chunk_id uuid, score real)
 language sql stable parallel safe
@@ -201,9 +201,10 @@ as $$
     -- read would undercount a chunk found through a rare term that also holds a common term
     -- below that term's cut: on SciFact (13k chunks) 236 of 300 queries had a term in more
     -- than 1000 chunks, and those partial sums cost 0.012 nDCG@10 (0.678 vs 0.691 exact).
-    -- With exact candidates the cut only decides which chunks are considered: 250 postings
-    -- per term score as 1000 did (SciFact fts 0.690 / 0.691, hybrid 0.733 / 0.734; 100: 0.687)
-    -- and read a third of the rows (docs/BENCHMARKS.md).
+    -- With exact candidates the cut only decides which chunks are considered, but a chunk left
+    -- out of the 50-deep list fusion reads loses its whole keyword evidence: SciFact hybrid
+    -- nDCG@10 at the default depth (candidates 50, limit 30) by cut: 250 0.719, 500 0.728,
+    -- 750 0.733, 1000 0.731 (docs/BENCHMARKS.md); at depth 200 even 250 held (0.733).
     with allowed_sources as materialized (  -- evaluated once, not once per posting
         select * from quarry.filtered_source_ids(filters) where filters is not null
     ),

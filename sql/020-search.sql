@@ -61,7 +61,7 @@ create or replace function quarry.hybrid_search(
     embedding_space text default 'text',
     candidate_count int default 50,
     rrf_k int default 60,
-    per_term_depth int default 250,
+    per_term_depth int default 750,
     fusion text default 'convex',
     vector_weight double precision default 0.40,
     code_vector_weight double precision default 0.8,
