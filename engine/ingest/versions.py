@@ -598,6 +598,11 @@ def compact_pragma_range(expression: str) -> str:
 
 def _pragmas(text: str, skipped: Skipped | None) -> list[VersionConstraint]:
     found: list[VersionConstraint] = []
+    if "pragma" not in text:
+        # a substring search skips the regex scan of nearly every document, which tries each
+        # position (\b first: no literal prefix to search for): constraints_in_document over
+        # the PostgreSQL manual's 1,169 pages took 0.21 s, now 0.07 s
+        return found
     for match in _PRAGMA.finditer(text):
         raw = " ".join(match.group(0).split())
         try:
