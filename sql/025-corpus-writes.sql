@@ -1,5 +1,26 @@
 -- Writes that keep derived data in step with the corpus.
 
+-- Shared statistics rows (BM25 term and corpus counts in text_terms and text_stats, facet
+-- counts per source and value) are updated by every transaction that adds or removes
+-- documents, and each such row lock is held until commit. Writers that take this lock
+-- before updating any of them do so one transaction at a time, so they never deadlock on
+-- them (two ingests, or the two batch writers of one ingest, each holding rows the other
+-- needs): ingestion writes everything else of a batch first, postings included, concurrently,
+-- and its documents, versions and the postings' count last, under this lock
+-- (engine.ingest.pipeline, quarry.count_new_postings).
+
+create or replace function quarry.lock_corpus_statistics() returns void
+language sql volatile
+set search_path = pg_catalog
+as $$
+    -- one arbitrary 64-bit key ("QSTATS"); the two-key advisory locks (ingest per source)
+    -- live in a separate key space
+    select pg_advisory_xact_lock(x'515354415453'::bigint)
+$$;
+
+comment on function quarry.lock_corpus_statistics() is
+'Wait for, and hold until commit, the right to update shared corpus statistics (BM25 terms and totals, facet counts); taken first, their writers never deadlock.';
+
 create or replace function quarry.delete_documents(document_ids uuid[]) returns bigint
 language plpgsql volatile
 set search_path = quarry, pg_catalog
@@ -7,6 +28,7 @@ as $$
 declare
     deleted bigint;
 begin
+    perform quarry.lock_corpus_statistics();
     -- Chunks first, in one statement, so their postings go in one trigger call;
     -- the cascade from documents would delete them document by document.
     delete from quarry.chunks where document_id = any(document_ids);

@@ -58,6 +58,33 @@ def test_statistics_follow_ingest_reingest_and_deletes(
         assert conn.execute("select chunk_count from quarry.text_stats").fetchone() == (0,)
 
 
+def test_postings_inserted_apart_are_counted_once_by_count_new_postings(
+    ingestor: Ingestor, pool: ConnectionPool, tmp_path: Path
+) -> None:
+    ingestor.ingest(write_corpus(tmp_path), SourceSpec(slug="sample"))
+    with pool.connection() as conn:
+        before = conn.execute("select chunk_count, total_length from quarry.text_stats").fetchone()
+        terms_before = conn.execute("select sum(chunk_frequency) from quarry.text_terms").fetchone()
+        chunk_ids = [row[0] for row in conn.execute("select id from quarry.chunks order by id limit 3").fetchall()]
+        # as a re-index of those chunks would: their postings removed (and uncounted) first
+        conn.execute("delete from quarry.text_postings where chunk_id = any(%s)", (chunk_ids,))
+        row = conn.execute("select quarry.insert_chunk_postings(%s)", (chunk_ids,)).fetchone()
+        assert row is not None and row[0] > 0
+        inserted = row[0]
+        # not counted yet: the statistics still lack the three chunks
+        stats = conn.execute("select chunk_count from quarry.text_stats").fetchone()
+        assert stats is not None and before is not None and stats[0] == before[0] - 3
+        assert conn.execute("select quarry.count_new_postings()").fetchone() == (inserted,)
+        assert conn.execute("select quarry.count_new_postings()").fetchone() == (0,)  # counted once
+        assert conn.execute("select chunk_count, total_length from quarry.text_stats").fetchone() == before
+        assert conn.execute("select sum(chunk_frequency) from quarry.text_terms").fetchone() == terms_before
+        # index_chunk_terms (what rebuild_text_index calls) inserts and counts in one call
+        conn.execute("delete from quarry.text_postings where chunk_id = any(%s)", (chunk_ids,))
+        conn.execute("select quarry.index_chunk_terms(%s)", (chunk_ids,))
+        conn.commit()
+    _assert_statistics_exact(pool)
+
+
 def test_bm25_scores_match_a_reference_implementation(
     ingestor: Ingestor, pool: ConnectionPool, tmp_path: Path
 ) -> None:

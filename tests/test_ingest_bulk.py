@@ -12,6 +12,8 @@ import pytest
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
+from engine.config import Settings
+from engine.db import open_pool
 from engine.embed.base import CODE_SPACE, SPACES, TEXT_SPACE
 from engine.ingest.batch import Segment
 from engine.ingest.pipeline import Ingestor, IngestProgress
@@ -75,6 +77,88 @@ def test_write_behind_consumes_in_order_and_hands_the_writer_error_to_the_caller
     release.set()
     abandoned.abandon()  # the item being written finishes; the queued ones are dropped
     assert written == [0]
+
+
+def test_two_writers_consume_each_item_once_at_the_same_time_and_stop_together_on_an_error() -> None:
+    both_writing = threading.Barrier(2, timeout=5)
+    consumed: list[int] = []
+    lock = threading.Lock()
+
+    def record(items: Iterator[int]) -> None:
+        for item in items:
+            if item < 2:
+                both_writing.wait()  # raises (and fails the test) unless the other writer holds an item too
+            with lock:
+                consumed.append(item)
+
+    writers: WriteBehind[int] = WriteBehind(record, depth=2, name="test-writers", threads=2)
+    for number in range(50):
+        writers.submit(number)
+    writers.close()
+    assert sorted(consumed) == list(range(50))
+
+    taken: list[int] = []
+
+    def fail_on_three(items: Iterator[int]) -> None:
+        for item in items:
+            with lock:
+                taken.append(item)
+            if item == 3:
+                raise ValueError("cannot write 3")
+
+    failing: WriteBehind[int] = WriteBehind(fail_on_three, depth=1, name="test-failing", threads=2)
+    with pytest.raises(ValueError, match="cannot write 3"):
+        for number in range(100):  # the queue fills after the failure: submit must not hang
+            failing.submit(number)
+        failing.close()
+    failing.abandon()  # after a failure too: returns at once
+    assert max(taken) < 10  # the other writer stopped too, after at most the item it held
+
+
+def test_concurrent_ingests_replacing_documents_keep_every_statistic_exact(
+    database_url: str, pool: ConnectionPool, tmp_path: Path
+) -> None:
+    """Two runs (as two processes would, each with its own pool and two writers) add and replace
+    documents at once: the shared statistics rows are updated under quarry.lock_corpus_statistics,
+    so nothing deadlocks, and term, corpus and facet counts end as a recount finds them."""
+    stand_in = StandIn()
+    roots = {slug: _write_big_corpus(tmp_path / slug) for slug in ("left", "right")}
+
+    def ingest_all() -> None:
+        errors: list[BaseException] = []
+
+        def run(slug: str) -> None:
+            own = open_pool(database_url, Settings(database_url=database_url), min_size=1, max_size=4)
+            try:
+                Ingestor(own, dict.fromkeys(SPACES, stand_in), max_file_bytes=2_000_000).ingest(
+                    roots[slug], SourceSpec(slug=slug))
+            except BaseException as error:
+                errors.append(error)
+            finally:
+                own.close()
+
+        threads = [threading.Thread(target=run, args=(slug,)) for slug in roots]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+
+    ingest_all()
+    for root in roots.values():  # every page changes, with words no page had: replacements adding terms
+        for number, page in enumerate(sorted(root.rglob("*.md"))):
+            page.write_text(page.read_text() + f"\nAdded zyxword{number} and qwvterm{number % 7}.\n")
+    ingest_all()
+    _assert_statistics_exact(pool)
+    with psycopg.connect(database_url) as conn:
+        kept = conn.execute("select source_id, facet, value, documents from quarry.facet_counts order by 1, 2, 3"
+                            ).fetchall()
+        conn.execute("select quarry.rebuild_facet_counts()")
+        recounted = conn.execute("select source_id, facet, value, documents from quarry.facet_counts"
+                                 " order by 1, 2, 3").fetchall()
+        conn.rollback()
+        assert kept == recounted and kept
+        _assert_no_orphans_and_one_vector_per_chunk_per_space(conn)
 
 
 def test_a_large_load_defers_the_hnsw_index_and_builds_it_when_it_ends(

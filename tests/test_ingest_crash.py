@@ -110,7 +110,8 @@ def _in_write_transaction(conn: psycopg.Connection[Any]) -> bool:
     row = conn.execute(
         "select exists (select 1 from pg_stat_activity where datname = current_database()"
         " and pid <> pg_backend_pid() and xact_start is not null"
-        " and query ~* '^\\s*(copy quarry\\.(documents|chunks|embeddings)|select quarry\\.index_chunk_terms)')"
+        " and query ~* '^\\s*(copy quarry\\.(documents|chunks|embeddings)"
+        "|select quarry\\.(insert_chunk_postings|count_new_postings))')"
     ).fetchone()
     return bool(row and row[0])
 

@@ -8,10 +8,14 @@ text pays for the model. Documents are written in batches, each its own
 transaction: an interrupted run keeps what it finished, and rerunning completes it.
 
 Parsing and writing overlap (``engine.ingest.write_behind``): this thread walks and
-parses while a writer thread embeds what is new and writes, so Python and the Postgres
-backend each keep a core busy. Reused vectors never leave the server: a batch copies them
-from the stored rows by content hash in SQL. A load large for its embedding space defers
-the space's HNSW index and builds it once at the end (``engine.ingest.vector_indexes``).
+parses while writer threads embed what is new and write, so Python and the Postgres
+backends keep both cores busy. Two writers write two batches at once, on two connections:
+each writes its chunks (tsvector, GIN), vectors, relations and BM25 postings first, then,
+holding ``quarry.lock_corpus_statistics`` until it commits, its documents (facet counts),
+versions and the postings' count into the term statistics, the rows every batch shares.
+Reused vectors never leave the server: a batch copies them from the stored rows by content
+hash in SQL. A load large for its embedding space defers the space's HNSW index and builds
+it once at the end (``engine.ingest.vector_indexes``).
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -73,8 +78,20 @@ _BATCH_CHUNKS = 256
 #: this many chunks per transaction: per-transaction work (term statistics, triggers,
 #: commit) is then paid once per 2,048 chunks instead of once per 256.
 _WRITE_CHUNKS = 2048
-#: Segments the parser may run ahead of the writer (enough to fill one merged write).
+#: Segments the parser may run ahead of the writers (enough to fill one merged write).
 _WRITE_AHEAD = _WRITE_CHUNKS // _BATCH_CHUNKS
+#: Batches written at once, each on its own connection. Two: one batch's chunks and postings
+#: are written while the other's are, and while it holds the statistics lock (waiting for it
+#: took 0.16 s of the 7.4 s two writers spent per round). On the PostgreSQL manual with every
+#: vector reused (bench/ingest_throughput.py, 2 cores, interleaved): writing took ~4.7 s of
+#: wall time instead of ~6.1 s on one writer, 1,228 instead of 1,009 chunks/s in all; the
+#: cores are then busy (~1.85 of 2), so a third writer would find none idle.
+_WRITERS = 2
+#: Connections one run holds at most besides its writers: the source's lock and the job's.
+_HELD_CONNECTIONS = 2
+#: Foreign keys the writers check at commit (alembic 0013): chunks and relations are written
+#: before their documents, which wait for the statistics lock.
+_DEFERRED_DOCUMENT_KEYS = "set constraints quarry.chunks_document_id_fkey, quarry.relations_document_id_fkey deferred"
 
 @dataclass(frozen=True, slots=True)
 class _StoredDocument:
@@ -127,9 +144,33 @@ def _check_lock_session(lock_conn: Connection[Any]) -> None:
     lock_conn.execute("select 1")
 
 
+class _WritingClock:
+    """Wall seconds during which at least one writer was in a write transaction (they overlap)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._writing = 0
+        self._since = 0.0
+        self.seconds = 0.0
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        with self._lock:
+            if self._writing == 0:
+                self._since = time.perf_counter()
+            self._writing += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._writing -= 1
+                if self._writing == 0:
+                    self.seconds += time.perf_counter() - self._since
+
+
 @dataclass(frozen=True, slots=True)
 class _WriteTarget:
-    """What the writer thread writes into, and reports to, during one run."""
+    """What the writer threads write into, and report to, during one run."""
 
     source_id: int
     base_url: str | None
@@ -141,6 +182,13 @@ class _WriteTarget:
     state: IngestProgress
     progress: ProgressCallback | None
     summary: IngestSummary
+    # The summary, deferred indexes and job are updated by one writer at a time.
+    bookkeeping: threading.Lock = field(default_factory=threading.Lock)
+    # A batch the model embeds is written by one writer at a time, looked up again under this
+    # lock: text two batches share is embedded once, and the model has the cores to itself.
+    # Reentrant: staging may embed again (vectors deleted meanwhile) while it is held.
+    model: threading.RLock = field(default_factory=threading.RLock)
+    clock: _WritingClock = field(default_factory=_WritingClock)
 
 
 def _restore_quietly(indexes: DeferredIndexes) -> None:
@@ -205,9 +253,10 @@ class Ingestor:
                 target = _WriteTarget(source_id, base_url, url_template, groups, lock_conn, run, indexes, state,
                                       progress, summary)
                 writer = WriteBehind(lambda segments: self._write_segments(target, segments), depth=_WRITE_AHEAD,
-                                     name=f"quarry-ingest-{source.slug}")
+                                     name=f"quarry-ingest-{source.slug}", threads=self._writers())
                 seen = self._parse_tree(listing, stored, writer, state, progress, summary)
-                writer.close()  # the writer's error, if it failed, is raised here
+                writer.close()  # a writer's error, if one failed, is raised here
+                summary.write_seconds += target.clock.seconds
                 restoring = time.perf_counter()
                 indexes.restore(lock_conn)
                 summary.write_seconds += time.perf_counter() - restoring
@@ -230,6 +279,10 @@ class Ingestor:
         summary.total_seconds = time.perf_counter() - started
         run.succeed(_job_counts(None, summary), summary.failed)
         return summary
+
+    def _writers(self) -> int:
+        """Concurrent batch writers: two when the pool has a connection for each besides the run's own."""
+        return _WRITERS if self._pool.max_size >= _HELD_CONNECTIONS + _WRITERS else 1
 
     def _parse_tree(
         self,
@@ -357,7 +410,7 @@ class Ingestor:
                                for what, reason in skipped)
         return document
 
-    # -- the writer thread ---------------------------------------------------
+    # -- the writer threads --------------------------------------------------
 
     def _write_segments(self, target: _WriteTarget, segments: Iterator[Segment]) -> None:
         """Write the parser's segments in order: alone when the model embeds some of it, else merged."""
@@ -378,12 +431,13 @@ class Ingestor:
                 batch.extend(following)
                 following = None
             self._write_batch(target, batch)
-            _report(target.progress, target.state, target.summary)
-            target.job.progress(_job_counts(target.state, target.summary))  # stops here when cancelled
+            with target.bookkeeping:
+                _report(target.progress, target.state, target.summary)
+                target.job.progress(_job_counts(target.state, target.summary))  # stops here when cancelled
 
-    def _look_up_stored(self, groups: Sequence[ModelGroup], segment: Segment) -> None:
+    def _look_up_stored(self, groups: Sequence[ModelGroup], segment: Segment, *, again: bool = False) -> None:
         """Which of the segment's embedding inputs have a vector already, per model group (hashes only)."""
-        if segment.stored or not groups:
+        if (segment.stored and not again) or not groups:
             return  # looked up already (a segment carried over to the next batch)
         with self._pool.connection() as conn:
             for group in groups:
@@ -394,8 +448,8 @@ class Ingestor:
                 ).fetchall() if hashes else []
                 segment.stored[group.number] = {bytes(digest) for (digest,) in rows}
 
-    def _embed(self, group: ModelGroup, batch: Segment, digests: set[bytes],
-               summary: IngestSummary) -> dict[bytes, np.ndarray]:
+    def _embed(self, target: _WriteTarget, group: ModelGroup, batch: Segment,
+               digests: set[bytes]) -> dict[bytes, np.ndarray]:
         """Run the group's model on the inputs with these hashes, each once."""
         if not digests:
             return {}
@@ -403,52 +457,73 @@ class Ingestor:
         for index, digest in enumerate(batch.hashes):
             if digest in digests and digest not in first:
                 first[digest] = index
-        started = time.perf_counter()
-        vectors = group.embedder.embed_documents([batch.inputs[i] for i in first.values()])
-        summary.embed_seconds += time.perf_counter() - started
-        summary.vectors_embedded += len(first)
+        with target.model:
+            started = time.perf_counter()
+            vectors = group.embedder.embed_documents([batch.inputs[i] for i in first.values()])
+            target.summary.embed_seconds += time.perf_counter() - started
+            target.summary.vectors_embedded += len(first)
         return dict(zip(first, vectors, strict=True))
 
     def _write_batch(self, target: _WriteTarget, batch: Segment) -> None:
-        summary = target.summary
         _check_lock_session(target.lock_conn)
-        fresh = {group.number: self._embed(group, batch, {batch.hashes[i] for i in group.wanted(batch)}
-                                           - batch.stored[group.number], summary)
-                 for group in target.groups}
-        started = time.perf_counter()
+        embeds = needs_model(target.groups, batch)
+        with target.model if embeds else nullcontext():
+            if embeds:  # another writer may have stored some of its vectors since they were looked up
+                self._look_up_stored(target.groups, batch, again=True)
+            fresh = {group.number: self._embed(target, group, batch, {batch.hashes[i] for i in group.wanted(batch)}
+                                               - batch.stored[group.number])
+                     for group in target.groups}
+            with target.clock.writing():
+                written = self._write_transaction(target, batch, fresh)
         documents = batch.documents
+        with target.bookkeeping:
+            summary = target.summary
+            summary.chunks_written += len(batch.inputs)
+            summary.vectors_reused += sum(1 for group in target.groups for i in group.wanted(batch)
+                                          if batch.hashes[i] in batch.stored[group.number])
+            for doc in documents:
+                if doc.replaces is None:
+                    summary.added += 1
+                else:
+                    summary.updated += 1
+            target.indexes.after_batch(written)
+
+    def _write_transaction(self, target: _WriteTarget, batch: Segment,
+                           fresh: dict[int, dict[bytes, np.ndarray]]) -> dict[str, int]:
+        """Write one batch in one transaction; returns the vectors written per space.
+
+        The rows no other batch touches come first, postings included, while the other writer
+        may hold the statistics lock; the documents, whose triggers count facets, and the
+        postings' count into the term statistics come last, under it
+        (``quarry.lock_corpus_statistics``, held to commit).
+        """
+        documents = batch.documents
+        document_ids = [uuid7() for _ in documents]
+        chunk_ids = [uuid7() for _ in batch.inputs]
         with self._pool.connection() as conn, conn.transaction():
+            conn.execute(_DEFERRED_DOCUMENT_KEYS)
             # Before anything is deleted: the documents this batch replaces hold most of its vectors.
-            self._stage_stored_vectors(conn, target.groups, batch, fresh, summary)
+            self._stage_stored_vectors(conn, target, batch, fresh)
+            copy_chunks(conn, target.source_id, documents, document_ids, chunk_ids)
+            written = write_vectors(conn, target.groups, batch, chunk_ids, fresh)
+            store_relations(conn, target.source_id, [(doc_id, doc.path, doc.raw)
+                                                     for doc_id, doc in zip(document_ids, documents, strict=True)])
+            conn.execute("select quarry.insert_chunk_postings(%s)", (chunk_ids,))
+            conn.execute("select quarry.lock_corpus_statistics()")
             replaced = [doc.replaces for doc in documents if doc.replaces is not None]
             if replaced:
                 conn.execute("select quarry.delete_documents(%s)", (replaced,))
-            document_ids = [uuid7() for _ in documents]
-            chunk_ids = [uuid7() for _ in batch.inputs]
             copy_documents(conn, target.source_id, target.base_url, target.url_template, documents, document_ids)
-            copy_chunks(conn, target.source_id, documents, document_ids, chunk_ids)
-            conn.execute("select quarry.index_chunk_terms(%s)", (chunk_ids,))
             store_versions(conn, [StatedVersions(doc_id, target.source_id, doc.path, doc.manifest_kind,
                                                  doc.constraints)
                                   for doc_id, doc in zip(document_ids, documents, strict=True)])
-            store_relations(conn, target.source_id, [(doc_id, doc.path, doc.raw)
-                                                     for doc_id, doc in zip(document_ids, documents, strict=True)])
-            written = write_vectors(conn, target.groups, batch, chunk_ids, fresh)
-        summary.write_seconds += time.perf_counter() - started
-        summary.chunks_written += len(batch.inputs)
-        summary.vectors_reused += sum(1 for group in target.groups for i in group.wanted(batch)
-                                      if batch.hashes[i] in batch.stored[group.number])
-        for doc in documents:
-            if doc.replaces is None:
-                summary.added += 1
-            else:
-                summary.updated += 1
-        target.indexes.after_batch(written)
+            conn.execute("select quarry.count_new_postings()")
+        return written
 
-    def _stage_stored_vectors(self, conn: Connection[Any], groups: Sequence[ModelGroup], batch: Segment,
-                              fresh: dict[int, dict[bytes, np.ndarray]], summary: IngestSummary) -> None:
+    def _stage_stored_vectors(self, conn: Connection[Any], target: _WriteTarget, batch: Segment,
+                              fresh: dict[int, dict[bytes, np.ndarray]]) -> None:
         """Copy aside the stored vectors the batch reuses; embeds any deleted since they were looked up."""
-        for group in groups:
+        for group in target.groups:
             stored = batch.stored[group.number]
             if not stored:
                 continue
@@ -459,7 +534,7 @@ class Ingestor:
             # Another run deleted some of them meanwhile (rare): the model makes them again.
             still = {bytes(digest) for (digest,) in conn.execute(
                 "select quarry.staged_input_hashes(%s)", (group.number,)).fetchall()}
-            fresh[group.number].update(self._embed(group, batch, stored - still, summary))
+            fresh[group.number].update(self._embed(target, group, batch, stored - still))
             batch.stored[group.number] = still
 
     def _finish(self, conn: Connection[Any], source_id: int, gone: Iterable[UUID], summary: IngestSummary) -> None:
