@@ -3,6 +3,7 @@
     python -m bench.latency --scales 10000 100000 1000000 [--clients 1 4 16] [--out bench/.out/latency]
                             [--queries 200] [--duration 10] [--seed 7] [--fresh] [--plot docs/latency.png]
     python -m bench.latency --scales --scifact     # only: hybrid latency on bench/quality.py's SciFact database
+    python -m bench.latency --scales --scifact --repeat 6   # six runs, modes taking turns: medians
     python -m bench.latency --scales 10000 100000 --systems lancedb supabase   # only: hybrid against the peers
 
 Embedding a million chunks with the local model (~80 chunks/s) is out of reach on two cores, so
@@ -360,6 +361,26 @@ def latencies(pool: ConnectionPool, queries: QuerySet, mode: SearchMode, model: 
                                     "p95": percentile(common, 0.95) if common else None}}
 
 
+def median_run(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Several runs of ``latencies`` as one: each figure the median over runs, the runs kept beside them.
+
+    This machine's speed drifts by ±30 % over minutes with nothing else running (docs/BENCHMARKS.md),
+    so one run is one sample of it.
+    """
+    if len(runs) == 1:
+        return dict(runs[0])
+    merged: dict[str, Any] = {key: statistics.median(run[key] for run in runs)
+                              for key in ("p50", "p95", "p99", "mean", "max", "load_average")}
+    merged["n"] = sum(run["n"] for run in runs)
+    merged["empty_results"] = sum(run["empty_results"] for run in runs)
+    common = [run["common_word_queries"] for run in runs]
+    merged["common_word_queries"] = {"n": common[0]["n"], **{
+        key: statistics.median(c[key] for c in common) if common[0][key] is not None else None
+        for key in ("p50", "p95")}}
+    merged["runs"] = [{"p50": run["p50"], "p95": run["p95"], "load_average": run["load_average"]} for run in runs]
+    return merged
+
+
 def throughput(url: str, queries: QuerySet, mode: SearchMode, clients: int, duration: float,
                model: str | None) -> dict[str, Any]:
     """Queries per second with ``clients`` threads, each on its own pooled connection, for ``duration`` s."""
@@ -501,11 +522,21 @@ def measure(url: str, queries: QuerySet, args: argparse.Namespace, model: str | 
         for mode in MODES:  # warm: every page the timed queries touch is read once before timing
             for i in range(len(queries.texts)):
                 run_query(pool, queries, i, mode, model)
+        runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
+        for _ in range(args.repeat):  # modes take turns, so a drifting machine slows each alike
+            for mode in MODES:
+                lat = latencies(pool, queries, mode, model)
+                lat["load_average"] = load_average()[0]
+                runs[mode].append(lat)
+                print(f"  {mode:7} p50 {lat['p50']:7.2f}  p95 {lat['p95']:7.2f}  p99 {lat['p99']:7.2f} ms"
+                      f"  (load {lat['load_average']})", flush=True)
         for mode in MODES:
-            report["latency"][mode] = lat = latencies(pool, queries, mode, model)
-            lat["load_average"] = load_average()[0]
-            print(f"  {mode:7} p50 {lat['p50']:7.2f}  p95 {lat['p95']:7.2f}  p99 {lat['p99']:7.2f} ms"
-                  f"  (load {load_average()[0]})", flush=True)
+            report["latency"][mode] = median_run(runs[mode])
+        if args.repeat > 1:
+            for mode in MODES:
+                lat = report["latency"][mode]
+                print(f"  {mode:7} median of {args.repeat} runs: p50 {lat['p50']:7.2f}  p95 {lat['p95']:7.2f} ms",
+                      flush=True)
         if args.recall_queries:
             report["recall"] = recall(url, pool, queries, min(args.recall_queries, len(queries.texts)))
             print(f"  recall@10 {report['recall']['recall_at_10']:.3f}  by ef_search "
@@ -668,6 +699,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--recall-queries", type=int, default=100)
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per throughput run")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="latency runs per mode, modes taking turns; figures are the medians over runs")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--fresh", action="store_true", help="drop and reload every scale")
     parser.add_argument("--load-only", action="store_true", help="load and index the scales, measure nothing")
