@@ -93,30 +93,52 @@ $$;
 comment on function quarry.insert_chunk_postings(uuid[], real, real) is
 'Add BM25 postings for the given chunks without counting them in the term and corpus statistics: quarry.count_new_postings() must follow in the same transaction.';
 
+create or replace function quarry.change_term_statistics(
+    term_ids int[],
+    chunk_frequency_changes bigint[],
+    chunk_count_change bigint,
+    total_length_change double precision
+) returns void
+language plpgsql volatile
+set search_path = quarry, pg_catalog
+as $$
+begin
+    -- Term rows locked in id order: concurrent writers then never deadlock on them.
+    perform 1 from quarry.text_terms where id = any (term_ids) order by id for update;
+    update quarry.text_terms t
+    set chunk_frequency = t.chunk_frequency + d.change
+    from unnest(term_ids, chunk_frequency_changes) as d (term_id, change)
+    where t.id = d.term_id;
+    update quarry.text_stats
+    set chunk_count = chunk_count + chunk_count_change,
+        total_length = total_length + total_length_change;
+end
+$$;
+
+comment on function quarry.change_term_statistics(int[], bigint[], bigint, double precision) is
+'Add (or, negative, remove) postings to the BM25 statistics: per term its chunk-frequency change, and the corpus''s chunk count and total length changes; term rows are locked in id order.';
+
 create or replace function quarry.count_new_postings() returns bigint
 language plpgsql volatile
 set search_path = quarry, pg_catalog
 as $$
 declare
+    term_ids int[];
+    changes bigint[];
+    chunk_change bigint;
+    length_change double precision;
     counted bigint;
 begin
     perform quarry.lock_corpus_statistics();
     create temporary table if not exists pg_temp.new_term_frequencies (
         chunk_id uuid, lexeme text, term_frequency real, chunk_length real
     ) on commit drop;
-    -- as text_postings_changed: term rows locked in id order, then counted
-    perform 1 from quarry.text_terms t
-    where t.lexeme in (select n.lexeme from pg_temp.new_term_frequencies n) order by t.id for update;
-    update quarry.text_terms t
-    set chunk_frequency = t.chunk_frequency + d.n
+    select array_agg(t.id), array_agg(d.n), coalesce(sum(d.n), 0) into term_ids, changes, counted
     from (select n.lexeme, count(*) as n from pg_temp.new_term_frequencies n group by n.lexeme) d
-    where t.lexeme = d.lexeme;
-    update quarry.text_stats
-    set chunk_count = chunk_count + per_chunk.chunks,
-        total_length = total_length + per_chunk.length
-    from (select count(*) as chunks, coalesce(sum(l), 0) as length
-          from (select distinct n.chunk_id, n.chunk_length as l from pg_temp.new_term_frequencies n) c) per_chunk;
-    select count(*) into counted from pg_temp.new_term_frequencies;
+    join quarry.text_terms t on t.lexeme = d.lexeme;
+    select count(*), coalesce(sum(c.l), 0) into chunk_change, length_change
+    from (select distinct n.chunk_id, n.chunk_length as l from pg_temp.new_term_frequencies n) c;
+    perform quarry.change_term_statistics(term_ids, changes, chunk_change, length_change);
     truncate pg_temp.new_term_frequencies;  -- counted once
     return counted;
 end
@@ -153,22 +175,20 @@ set search_path = quarry, pg_catalog
 as $$
 declare
     direction int := case when tg_op = 'INSERT' then 1 else -1 end;
+    term_ids int[];
+    changes bigint[];
+    chunk_change bigint;
+    length_change double precision;
 begin
     if tg_op = 'INSERT' and current_setting('quarry.postings_counted_later', true) = 'on' then
         return null;  -- quarry.insert_chunk_postings: quarry.count_new_postings counts them
     end if;
     -- `changed` is the transition table of either trigger below (same name in both).
-    -- Lock term rows in id order: concurrent ingests then never deadlock on them.
-    perform 1 from quarry.text_terms where id in (select term_id from changed) order by id for update;
-    update quarry.text_terms t
-    set chunk_frequency = t.chunk_frequency + direction * d.n
-    from (select term_id, count(*) as n from changed group by term_id) d
-    where t.id = d.term_id;
-    update quarry.text_stats
-    set chunk_count = chunk_count + direction * per_chunk.chunks,
-        total_length = total_length + direction * per_chunk.length
-    from (select count(*) as chunks, coalesce(sum(l), 0) as length
-          from (select distinct chunk_id, chunk_length as l from changed) c) per_chunk;
+    select array_agg(d.term_id), array_agg(direction * d.n) into term_ids, changes
+    from (select term_id, count(*) as n from changed group by term_id) d;
+    select direction * count(*), direction * coalesce(sum(c.l), 0) into chunk_change, length_change
+    from (select distinct chunk_id, chunk_length as l from changed) c;
+    perform quarry.change_term_statistics(term_ids, changes, chunk_change, length_change);
     return null;
 end
 $$;
