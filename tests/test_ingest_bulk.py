@@ -41,6 +41,13 @@ def _index_state(conn: psycopg.Connection[Any], space: str) -> tuple[bool | None
     return row[0], int(row[1])
 
 
+def _leave_text_index_deferred(database_url: str) -> None:
+    """What a load killed before its end leaves behind: the text space's index recorded as deferred, and dropped."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        [(index,)] = conn.execute("select quarry.defer_space_index('text')").fetchall()
+        conn.execute(sql.SQL("drop index {}").format(sql.Identifier("quarry", index)))
+
+
 def test_write_behind_consumes_in_order_and_hands_the_writer_error_to_the_caller() -> None:
     consumed: list[int] = []
     writer: WriteBehind[int] = WriteBehind(consumed.extend, depth=2, name="test-writer")
@@ -195,10 +202,8 @@ def test_an_index_a_killed_load_left_deferred_is_built_by_the_next_ingest(
     ingestor = Ingestor(pool, dict.fromkeys(SPACES, stand_in), max_file_bytes=2_000_000)
     root = _write_big_corpus(tmp_path / "corpus")
     ingestor.ingest(root, SourceSpec(slug=SLUG))
+    _leave_text_index_deferred(database_url)
     with psycopg.connect(database_url, autocommit=True) as conn:
-        [(index,)] = conn.execute("select quarry.defer_space_index('text')").fetchall()
-        # what a load killed before its end leaves behind
-        conn.execute(sql.SQL("drop index {}").format(sql.Identifier("quarry", index)))
         assert _index_state(conn, TEXT_SPACE) == (None, 1)
     small = tmp_path / "small"
     small.mkdir()
@@ -211,17 +216,15 @@ def test_an_index_a_killed_load_left_deferred_is_built_by_the_next_ingest(
     assert "ef_construction='128'" in definition[0] and "WHERE (space = 'text'" in definition[0]
 
 
-
 def test_reindex_builds_an_index_a_killed_load_left_deferred(pool: ConnectionPool, database_url: str,
                                                                tmp_path: Path) -> None:
     ingestor = Ingestor(pool, dict.fromkeys(SPACES, StandIn()), max_file_bytes=2_000_000)
     ingestor.ingest(_write_big_corpus(tmp_path / "corpus"), SourceSpec(slug=SLUG))
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        [(index,)] = conn.execute("select quarry.defer_space_index('text')").fetchall()
-        conn.execute(sql.SQL("drop index {}").format(sql.Identifier("quarry", index)))
+    _leave_text_index_deferred(database_url)
     reindex(pool, ["vectors"])
     with psycopg.connect(database_url, autocommit=True) as conn:
         assert _index_state(conn, TEXT_SPACE) == (True, 0)
+
 
 def test_a_copy_of_a_corpus_reuses_every_vector_in_sql_and_matches_its_twin(
     pool: ConnectionPool, database_url: str, tmp_path: Path

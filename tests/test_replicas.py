@@ -237,6 +237,17 @@ def _read_only_calls(document_id: str, chunk_id: str) -> dict[str, dict[str, Any
     }
 
 
+def _serve_replicated(stack: ExitStack, pair: Pair, settings: Settings, embedder: Embedder, *,
+                      no_auth: bool) -> tuple[ReplicaSet, str]:
+    """The HTTP MCP server on the primary and its replica, as `quarry serve` runs them: its replicas and base URL."""
+    primary = stack.enter_context(open_pool(pair.primary_url, settings, role=READER_ROLE))
+    replicas = stack.enter_context(ReplicaSet(settings.read_database_urls, primary, pair.primary_url, settings,
+                                              role=READER_ROLE))
+    backend = ReplicatedBackend(settings, primary, dict.fromkeys(SPACES, embedder), replicas=replicas)
+    base = stack.enter_context(serving(build_http_app(backend, AccessPolicy.for_bind("127.0.0.1", no_auth=no_auth))))
+    return replicas, base
+
+
 @pytest.mark.slow
 def test_reads_go_to_a_replica_that_keeps_up_and_everything_else_to_the_primary(
     pair: Pair, local_embedder: Embedder, tmp_path: Path
@@ -246,13 +257,8 @@ def test_reads_go_to_a_replica_that_keeps_up_and_everything_else_to_the_primary(
     timings: dict[str, float] = {}
     with ExitStack() as stack:
         admin = stack.enter_context(open_pool(pair.primary_url, settings, min_size=1, max_size=2))
-        primary = stack.enter_context(open_pool(pair.primary_url, settings, role=READER_ROLE))
-        replicas = stack.enter_context(ReplicaSet(settings.read_database_urls, primary, pair.primary_url, settings,
-                                                  role=READER_ROLE))
-        backend = ReplicatedBackend(settings, primary, dict.fromkeys(SPACES, local_embedder), replicas=replicas)
         key = create_key(admin, "replica-test", ["search", "admin"])
-        base = stack.enter_context(serving(build_http_app(backend, AccessPolicy.for_bind("127.0.0.1",
-                                                                                          no_auth=False))))
+        replicas, base = _serve_replicated(stack, pair, settings, local_embedder, no_auth=False)
         mcp = stack.enter_context(mcp_session(http_transport(base + "/mcp",
                                                              {"Authorization": f"Bearer {key.secret}"})))
         assert [health.state for health in replicas.refresh()] == ["ok"]
@@ -328,12 +334,7 @@ def test_background_checks_follow_a_replica_that_stops_lags_and_comes_back(
     settings = _settings(pair, replica_check_interval_ms=200)
     timings: dict[str, float] = {}
     with ExitStack() as stack:
-        primary = stack.enter_context(open_pool(pair.primary_url, settings, role=READER_ROLE))
-        replicas = stack.enter_context(ReplicaSet(settings.read_database_urls, primary, pair.primary_url, settings,
-                                                  role=READER_ROLE))
-        backend = ReplicatedBackend(settings, primary, dict.fromkeys(SPACES, local_embedder), replicas=replicas)
-        base = stack.enter_context(serving(build_http_app(backend, AccessPolicy.for_bind("127.0.0.1",
-                                                                                          no_auth=True))))
+        _, base = _serve_replicated(stack, pair, settings, local_embedder, no_auth=True)
         mcp = stack.enter_context(mcp_session(http_transport(base + "/mcp")))
 
         def state() -> str:
