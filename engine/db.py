@@ -7,10 +7,12 @@ a database named ``quarry`` in it, so a fresh machine needs nothing beyond ``pip
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +105,24 @@ def configure_connection(conn: psycopg.Connection[Any], statement_timeout_ms: in
     if role is not None:
         conn.execute(sql.SQL("set role {}").format(sql.Identifier(role)))
     conn.commit()
+
+
+@contextlib.contextmanager
+def autocommit(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
+    """``conn`` in autocommit for the block (it must be idle), then back as it was lent.
+
+    For statements that cannot run in a transaction block (concurrent index builds), or a lone
+    statement that needs no BEGIN/COMMIT round trips. A connection that broke meanwhile is left
+    alone: the pool discards it.
+    """
+    previous = conn.autocommit
+    conn.autocommit = True
+    try:
+        yield conn
+    finally:
+        if not conn.closed:
+            with contextlib.suppress(psycopg.Error):
+                conn.autocommit = previous
 
 
 def connect_options(url: str, settings: Settings) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from typing import Any, Literal
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
+from engine.db import autocommit
 from engine.ingest.manifests import constraints_in_manifest, manifest_kind
 from engine.ingest.vector_indexes import restore_deferred_indexes
 from engine.ingest.version_store import StatedVersions, store_versions
@@ -121,10 +122,7 @@ def _vectors(pool: ConnectionPool) -> int:
             "select quarry.space_index_name(name) from quarry.embedding_spaces order by name").fetchall()]
         names.append("chunks_search_vector_idx")
         conn.commit()
-        conn.autocommit = True  # REINDEX CONCURRENTLY cannot run inside a transaction block
-        try:
+        with autocommit(conn):  # REINDEX CONCURRENTLY cannot run inside a transaction block
             for name in names:
                 conn.execute(sql.SQL("reindex index concurrently {}").format(sql.Identifier("quarry", name)))
-        finally:
-            conn.autocommit = False
     return len(names)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -16,6 +15,7 @@ from pgvector import Vector
 from psycopg.rows import class_row
 from psycopg_pool import ConnectionPool
 
+from engine.db import autocommit
 from engine.embed.base import CODE_SPACE, TEXT_SPACE, Embedder, Vectors
 
 SearchMode = Literal["hybrid", "fts", "vector"]
@@ -156,11 +156,9 @@ def search(
                     f"{notice.message_detail}; the leg was left out")
 
         conn.add_notice_handler(on_notice)
-        # One read statement: in autocommit it is its own transaction, without BEGIN and COMMIT
-        # round trips; the pool gets the connection back as it lent it.
-        conn.autocommit = True
+        # One read statement: in autocommit it is its own transaction, without BEGIN and COMMIT round trips.
         try:
-            with conn.cursor(row_factory=class_row(SearchHit)) as cursor:
+            with autocommit(conn), conn.cursor(row_factory=class_row(SearchHit)) as cursor:
                 cursor.execute(
                     # %b: vectors travel as binary floats (text made the client print and the
                     # server parse 384 decimals each: 0.45 ms of a ~4 ms search)
@@ -176,9 +174,6 @@ def search(
                 hits = cursor.fetchall()
         finally:
             conn.remove_notice_handler(on_notice)
-            if not conn.closed:
-                with contextlib.suppress(psycopg.Error):
-                    conn.autocommit = False
     return SearchOutcome(hits, failed)
 
 

@@ -28,6 +28,8 @@ import psycopg
 from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool
 
+from engine.db import autocommit
+
 __all__ = ["MAX_UNINDEXED", "MIN_DEFERRED_LOAD", "DeferredIndexes", "restore_deferred_indexes"]
 
 _logger = logging.getLogger(__name__)
@@ -154,16 +156,16 @@ class DeferredIndexes:
             index = None if row is None else row[0]
             if index is None:
                 return
-            conn.autocommit = True  # DROP INDEX CONCURRENTLY runs outside a transaction
-            try:
-                conn.execute("set lock_timeout = '5s'")
-                # Concurrently: searches are never blocked; it waits for the ones using the index.
-                conn.execute(sql.SQL("drop index concurrently if exists {}").format(sql.Identifier("quarry", index)))
-            except (psycopg.errors.InsufficientPrivilege, psycopg.errors.LockNotAvailable) as error:
-                # The role may not drop it, or a transaction held it too long: rows keep going into
-                # the index (restore() rebuilds it if the drop stopped half way, leaving it invalid).
-                _logger.info("not deferring the HNSW index of space %s: %s", space.name, error)
-                self._allowed = not isinstance(error, psycopg.errors.InsufficientPrivilege)
-            finally:
-                conn.execute("reset lock_timeout")
-                conn.autocommit = False
+            with autocommit(conn):  # DROP INDEX CONCURRENTLY runs outside a transaction
+                try:
+                    conn.execute("set lock_timeout = '5s'")
+                    # Concurrently: searches are never blocked; it waits for the ones using the index.
+                    drop = sql.SQL("drop index concurrently if exists {}").format(sql.Identifier("quarry", index))
+                    conn.execute(drop)
+                except (psycopg.errors.InsufficientPrivilege, psycopg.errors.LockNotAvailable) as error:
+                    # The role may not drop it, or a transaction held it too long: rows keep going into
+                    # the index (restore() rebuilds it if the drop stopped half way, leaving it invalid).
+                    _logger.info("not deferring the HNSW index of space %s: %s", space.name, error)
+                    self._allowed = not isinstance(error, psycopg.errors.InsufficientPrivilege)
+                finally:
+                    conn.execute("reset lock_timeout")
