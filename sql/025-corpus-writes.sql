@@ -166,9 +166,10 @@ begin
         -- a concurrent drop that stopped half way (lock timeout) leaves an invalid index behind
         execute format('drop index if exists quarry.%I', deferred.index_name);
         select count(*) into vectors from quarry.embeddings e where e.space = deferred.space;
-        -- HNSW builds fast only while the graph fits in maintenance_work_mem (about 4 bytes per
-        -- dimension plus 1 kB of links per vector); never lower a larger setting, cap at 1 GB.
-        memory := least((4 * deferred.dimension + 1024) * vectors * 5 / 4, 1024 * 1024 * 1024);
+        -- HNSW builds fast only while the graph fits in maintenance_work_mem (2 bytes per
+        -- dimension, half precision, plus 1 kB of links per vector); never lower a larger
+        -- setting, cap at 1 GB.
+        memory := least((2 * deferred.dimension + 1024) * vectors * 5 / 4, 1024 * 1024 * 1024);
         if memory > pg_size_bytes(current_setting('maintenance_work_mem')) then
             perform set_config('maintenance_work_mem', (memory / 1024) || 'kB', true);
         end if;

@@ -1,8 +1,17 @@
 from __future__ import annotations
 
-import psycopg
+import re
+from collections.abc import Iterator
 
-from engine.migrations import ensure_migrated, schema_fingerprint, upgrade
+import psycopg
+import pytest
+from alembic.config import Config
+from psycopg import sql
+from sqlalchemy import create_engine
+from sqlalchemy.pool import NullPool
+
+from alembic import command
+from engine.migrations import alembic_dir, ensure_migrated, schema_fingerprint, upgrade
 
 
 def test_upgrade_is_idempotent_and_records_the_fingerprint(database_url: str) -> None:
@@ -50,3 +59,66 @@ def test_identifier_words_split_code_names(database_url: str) -> None:
         assert matches("def parseUserId(raw):", "parse user id")
         assert matches("def parse_user_id(raw):", "parseUserId")
         assert not matches("completely unrelated words", "parse user id")
+
+
+@pytest.fixture()
+def scratch_url(server_url: str) -> Iterator[str]:
+    """A database of its own, for migrations run down and up again."""
+    name = "quarry_migration_test"
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+    yield psycopg.conninfo.make_conninfo(server_url, dbname=name)
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
+
+
+def _alembic(url: str, direction: str, revision: str) -> None:
+    engine = create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(url), poolclass=NullPool)
+    try:
+        with engine.begin() as connection:
+            config = Config()
+            config.set_main_option("script_location", str(alembic_dir()))
+            config.attributes["connection"] = connection
+            getattr(command, direction)(config, revision)
+    finally:
+        engine.dispose()
+
+
+def test_0014_rebuilds_every_space_index_in_half_precision_and_rewrites_deferred_ones(scratch_url: str) -> None:
+    upgrade(scratch_url)
+    with psycopg.connect(scratch_url, autocommit=True) as conn:
+        conn.execute("select quarry.create_space_generation('text', 'model', 3, 'text')")
+        conn.execute("select quarry.create_space_generation('code', 'model', 3, 'code')")
+        conn.execute("select quarry.defer_space_index('code')")  # as a killed bulk load leaves it
+        conn.execute("drop index quarry.embeddings_hnsw_code")
+
+    def definitions() -> tuple[str, str]:
+        with psycopg.connect(scratch_url, autocommit=True) as conn:
+            built = conn.execute("select pg_get_indexdef('quarry.embeddings_hnsw_text'::regclass)").fetchone()
+            deferred = conn.execute("select definition from quarry.deferred_vector_indexes where space = 'code'"
+                                    ).fetchone()
+        assert built is not None and deferred is not None
+        return built[0], deferred[0]
+
+    def restored() -> str:
+        """Build the deferred index as the next ingest would, and return its definition."""
+        with psycopg.connect(scratch_url, autocommit=True) as conn:
+            conn.execute("select quarry.restore_space_indexes()")
+            row = conn.execute("select pg_get_indexdef('quarry.embeddings_hnsw_code'::regclass)").fetchone()
+            conn.execute("select quarry.defer_space_index('code')")
+            conn.execute("drop index quarry.embeddings_hnsw_code")
+        assert row is not None
+        return str(row[0])
+
+    half = re.compile(r"::(public\.)?halfvec\(3\)\) (public\.)?halfvec_cosine_ops")
+    single = re.compile(r"::(public\.)?vector\(3\)\) (public\.)?vector_cosine_ops")
+    built, deferred = definitions()
+    assert half.search(built) and half.search(deferred)
+    _alembic(scratch_url, "downgrade", "0013_ingest")
+    built, deferred = definitions()
+    assert single.search(built) and single.search(deferred) and single.search(restored())
+    _alembic(scratch_url, "upgrade", "head")
+    built, deferred = definitions()
+    assert half.search(built) and "ef_construction='128'" in built
+    assert half.search(deferred) and half.search(restored())

@@ -138,3 +138,23 @@ def test_convex_fusion_weights_normalised_leg_scores_by_content(
         expected = (1 - weight) * text_part.get(hit.chunk_id, 0.0) + weight * vector_part.get(hit.chunk_id, 0.0)
         assert hit.fused_score == pytest.approx(expected, abs=1e-5)
     assert [hit.fused_score for hit in hybrid] == sorted((hit.fused_score for hit in hybrid), reverse=True)
+
+
+@pytest.mark.parametrize("filtered", [False, True])
+def test_the_vector_leg_scans_the_spaces_hnsw_index_and_returns_exact_distances(
+    corpus: ConnectionPool, filtered: bool
+) -> None:
+    """nearest_chunks repeats the index's expression (half precision, dimension, space): else it sorts every vector."""
+    filters = '{"sources": ["sample"]}' if filtered else None
+    with corpus.connection() as conn:
+        stored = conn.execute("select embedding from quarry.embeddings where space = 'text' limit 1").fetchone()
+        assert stored is not None
+        # a table this small is cheaper to sort: the HNSW scan must be the leg's only way to its order
+        conn.execute("set local enable_seqscan = off; set local enable_bitmapscan = off; set local enable_sort = off")
+        nearest = conn.execute(
+            "select distance from quarry.nearest_chunks('text', %s, 3, quarry.resolve_version_filters(%s::jsonb))",
+            (stored[0], filters)).fetchall()
+        scans = conn.execute("select pg_stat_get_xact_numscans('quarry.embeddings_hnsw_text'::regclass)").fetchone()
+        conn.rollback()
+    assert scans is not None and scans[0] > 0  # counted in this transaction: the leg read the index
+    assert nearest[0][0] < 1e-6  # the stored vector itself, at its exact (single-precision) distance
