@@ -451,8 +451,11 @@ def recall(url: str, pool: ConnectionPool, queries: QuerySet, count: int, depth:
         hits = search(pool, None, queries.texts[i], query_vectors=sample[i][None, :], mode="vector", limit=10,
                       query_model=MODEL).hits
         found.append(len(exact[i] & {hit.chunk_id for hit in hits}) / 10)
+    with pool.connection() as conn:
+        row = conn.execute("select quarry.hnsw_scan_depth(%s, quarry.indexed_vectors(array['text']))", (depth,)
+                           ).fetchone()
     result: dict[str, Any] = {"queries": count, "recall_at_10": statistics.fmean(found), "min": min(found),
-                              "ef_search_in_search": "least(1000, greatest(100, 2 x depth=50)) = 100",
+                              "ef_search_in_search": row[0] if row else None,  # quarry.hnsw_scan_depth
                               "nearest_neighbour_similarity": float(np.mean([pair[1][0] for pair in top])),
                               "tenth_neighbour_similarity": float(np.mean([pair[1][9] for pair in top]))}
     sweep = {}
@@ -539,7 +542,8 @@ def measure(url: str, queries: QuerySet, args: argparse.Namespace, model: str | 
                       flush=True)
         if args.recall_queries:
             report["recall"] = recall(url, pool, queries, min(args.recall_queries, len(queries.texts)))
-            print(f"  recall@10 {report['recall']['recall_at_10']:.3f}  by ef_search "
+            print(f"  recall@10 {report['recall']['recall_at_10']:.3f} (ef_search "
+                  f"{report['recall']['ef_search_in_search']})  by ef_search "
                   f"{report['recall']['nearest_chunks_depth_50_first_10_by_ef_search']}", flush=True)
     for mode in MODES:
         report["throughput"][mode] = [throughput(url, queries, mode, n, args.duration, model) for n in args.clients]
@@ -697,7 +701,7 @@ def main() -> None:
     parser.add_argument("--vectors", type=Path, default=QUALITY_HOME / "vectors",
                         help="bench/quality.py's cache of the datasets' real MiniLM vectors")
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--recall-queries", type=int, default=100)
+    parser.add_argument("--recall-queries", type=int, default=200)
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per throughput run")
     parser.add_argument("--repeat", type=int, default=1,
                         help="latency runs per mode, modes taking turns; figures are the medians over runs")

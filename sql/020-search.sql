@@ -54,6 +54,37 @@ $$;
 comment on function quarry.nearest_chunks(text, vector, int, jsonb) is
 'Chunks nearest to a query vector in one embedding space (HNSW, cosine distance), facet and version filters (resolved, see quarry.resolve_version_filters) applied during the scan.';
 
+create or replace function quarry.indexed_vectors(logical_spaces text[]) returns double precision
+language sql stable parallel safe
+set search_path = quarry, pg_catalog
+as $$
+    -- the planner's count (pg_class.reltuples: set by CREATE INDEX, kept by vacuum and analyze),
+    -- a catalog read instead of counting a million rows per search
+    select coalesce(max(greatest(c.reltuples, 0)), 0)
+    from quarry.embedding_spaces s
+    join pg_class c on c.oid = to_regclass(format('quarry.%I', quarry.space_index_name(s.name)))
+    where s.serves = any (logical_spaces)
+$$;
+
+comment on function quarry.indexed_vectors(text[]) is
+'Vectors in the largest HNSW index serving these logical spaces (text, code), as the planner last counted them.';
+
+create or replace function quarry.hnsw_scan_depth(depth int, indexed_vectors double precision) returns int
+language sql immutable parallel safe
+set search_path = pg_catalog
+as $$
+    -- HNSW returns at most ef_search rows; iterative scans keep filtered legs full. Twice the
+    -- depth, at least 100: at 100k chunks (bench/latency.py) ef_search = depth gave recall@10
+    -- 0.89-0.91 and 100 gave 0.996. Recall falls as the graph grows: at 1M (half-precision
+    -- index, 200 queries) 100 gave 0.951, 150 0.968, 200 0.976 (the single-precision graph:
+    -- 0.967 at 100). So the depth grows by half per tenfold above 100k vectors: 150 at 1M.
+    select least(1000, round(greatest(100, 2 * depth)
+                             * (1 + 0.5 * greatest(0, log(greatest(indexed_vectors, 1) / 100000)))))::int
+$$;
+
+comment on function quarry.hnsw_scan_depth(int, double precision) is
+'hnsw.ef_search for a vector leg depth rows deep over an index of indexed_vectors: max(100, 2 x depth), times 1 + log10(vectors / 100k) / 2 above 100k vectors, at most 1000.';
+
 create or replace function quarry.hybrid_search(
     query_texts text[],
     query_embeddings vector[] default null,
@@ -130,10 +161,9 @@ begin
         query_model => code_query_model, leg => 'code');
     resolved_filters := quarry.resolve_version_filters(filters, version_matching);
 
-    -- HNSW returns at most ef_search rows; iterative scans keep filtered legs full. Twice the
-    -- depth, at least 100: measured at 100k chunks (bench/latency.py), ef_search = depth gave
-    -- recall@10 0.89-0.91, and 100 with ef_construction 128 gave 0.968 (200: 0.998).
-    perform set_config('hnsw.ef_search', least(1000, greatest(100, 2 * depth))::text, true);
+    perform set_config('hnsw.ef_search',
+                       quarry.hnsw_scan_depth(depth, quarry.indexed_vectors(array[embedding_space, 'code']))::text,
+                       true);
     perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
 
     -- A leg that errors (a lock it cannot get, a broken index) must not take the others

@@ -158,3 +158,21 @@ def test_the_vector_leg_scans_the_spaces_hnsw_index_and_returns_exact_distances(
         conn.rollback()
     assert scans is not None and scans[0] > 0  # counted in this transaction: the leg read the index
     assert nearest[0][0] < 1e-6  # the stored vector itself, at its exact (single-precision) distance
+
+
+def test_the_hnsw_scan_depth_covers_the_leg_and_grows_with_the_index(corpus: ConnectionPool) -> None:
+    """hnsw.ef_search: max(100, 2 x depth), times 1 + log10(vectors / 100k) / 2 above 100k vectors, at most 1000."""
+    with corpus.connection() as conn:
+        depths = conn.execute(
+            "select quarry.hnsw_scan_depth(depth, vectors) from (values (50, 0), (50, 100000), (50, 1000000),"
+            " (50, 10000000), (300, 1000), (300, 1000000), (50, 316228)) as t (depth, vectors)").fetchall()
+        conn.execute("analyze quarry.embeddings")  # the count is the planner's: autovacuum keeps it
+        indexed = conn.execute("select quarry.indexed_vectors(array['text', 'code'])").fetchone()
+        stored = conn.execute("select count(*) from quarry.embeddings where space = 'text'").fetchone()
+        conn.execute("select * from quarry.hybrid_search(array['partial index'], null, 'fts', 5,"
+                     " candidate_count => 120)")
+        in_search = conn.execute("select current_setting('hnsw.ef_search')").fetchone()  # set for the transaction
+        conn.rollback()
+    assert [d for (d,) in depths] == [100, 100, 150, 200, 600, 900, 125]
+    assert indexed is not None and stored is not None and indexed[0] == stored[0] > 0
+    assert in_search == ("240",)
