@@ -113,9 +113,9 @@ comment on function quarry.insert_reused_vectors(int[], uuid[], text[], bytea[])
 'Store vectors for new chunks from the ones quarry.stage_reused_vectors copied aside; returns the rows written.';
 
 -- Deferred HNSW maintenance for bulk loads (see alembic 0011 and engine/ingest/vector_indexes.py).
--- Inserting a row into an HNSW index costs a graph search and page updates (~0.8 ms at 384
--- dimensions, m 16, ef_construction 128); building the graph in memory costs ~0.37 ms per
--- vector, on parallel workers. So a load that adds at least half as many vectors as a small
+-- Inserting a row into an HNSW index costs a graph search and page updates (~1.1 ms at 384
+-- dimensions, m 16, ef_construction 128, half precision); building the graph in memory costs
+-- ~0.29 ms per vector, on parallel workers. So a load that adds at least half as many vectors as a small
 -- space holds records the index definition here, drops the index concurrently (searches turn
 -- into exact scans, correct and still fast at that size) and builds it again when it ends.
 -- Any ingest that finishes restores every deferred index, so a killed load is repaired by

@@ -1,8 +1,9 @@
 """Deferring HNSW maintenance while a bulk ingest loads a small embedding space.
 
 Inserting one vector into an HNSW index is a graph search plus page updates (measured at 384
-dimensions, m 16, ef_construction 128, 10k vectors: ~0.8 ms of backend CPU per row); building
-the graph in memory costs ~0.37 ms per vector of the whole space and runs on parallel workers.
+dimensions, m 16, ef_construction 128, half precision, into 8k vectors: ~1.1 ms of backend CPU
+per row); building the graph in memory costs ~0.29 ms per vector of the whole space and runs
+on parallel workers.
 So when a load adds at least half as many vectors as a space holds (from there the build takes
 less wall time than the inserts; from about as many, less CPU too) and the space stays small
 enough for exact scans, its index is dropped concurrently before the load
