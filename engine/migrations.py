@@ -50,7 +50,8 @@ def sql_files() -> list[Path]:
     return sorted(sql_dir().glob("*.sql"))
 
 
-def _alembic_config() -> Config:
+def alembic_config() -> Config:
+    """Alembic's configuration for Quarry's migrations (the caller hands it a connection)."""
     config = Config()
     config.set_main_option("script_location", str(alembic_dir()))
     return config
@@ -59,7 +60,7 @@ def _alembic_config() -> Config:
 def schema_fingerprint() -> str:
     """Hash of the alembic head revision and the text of every SQL file."""
     digest = hashlib.sha256()
-    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     digest.update(str(head).encode())
     for path in sql_files():
         digest.update(path.name.encode())
@@ -96,7 +97,7 @@ def upgrade(url: str) -> None:
             assert isinstance(driver, psycopg.Connection)
             driver.execute("select pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK_KEY,))
             driver.execute("create schema if not exists quarry")
-            config = _alembic_config()
+            config = alembic_config()
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
             _drop_replaceable_routines(driver)

@@ -5,13 +5,12 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from alembic.config import Config
 from psycopg import sql
 from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
 
 from alembic import command
-from engine.migrations import alembic_dir, ensure_migrated, schema_fingerprint, upgrade
+from engine.migrations import alembic_config, ensure_migrated, schema_fingerprint, upgrade
 
 
 def test_upgrade_is_idempotent_and_records_the_fingerprint(database_url: str) -> None:
@@ -77,8 +76,7 @@ def _alembic(url: str, direction: str, revision: str) -> None:
     engine = create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(url), poolclass=NullPool)
     try:
         with engine.begin() as connection:
-            config = Config()
-            config.set_main_option("script_location", str(alembic_dir()))
+            config = alembic_config()
             config.attributes["connection"] = connection
             getattr(command, direction)(config, revision)
     finally:
