@@ -148,6 +148,28 @@ def test_explain_reports_the_vector_rank_given_an_embedding(corpus: ConnectionPo
                                                                                            abs=1e-3)
 
 
+def test_explain_ranks_a_chunk_beyond_pgvectors_default_scan_depth(
+    pool: ConnectionPool, local_embedder: Embedder, tmp_path: Path
+) -> None:
+    """pgvector returns at most hnsw.ef_search rows (40 by default): explain must scan as deep as it reports."""
+    root = tmp_path / "many"
+    root.mkdir()
+    for page in range(60):
+        (root / f"page{page:02}.md").write_text(f"# Page {page}\n\nNote {page} on topic {page * 7 % 13}.\n")
+    Ingestor(pool, dict.fromkeys(SPACES, local_embedder), max_file_bytes=1_000_000).ingest(
+        root, SourceSpec(slug="many"))
+    vector = Vector(local_embedder.embed_queries([QUERY])[0])
+    with pool.connection() as conn:
+        ranked = conn.execute("select chunk_id from quarry.embeddings where space = 'text'"
+                              " order by embedding <=> %s, chunk_id", (vector,)).fetchall()
+        assert len(ranked) >= 60
+        # the HNSW scan, as on a corpus too large to sort: a table this small is cheaper to sort
+        conn.execute("set local enable_seqscan = off; set local enable_bitmapscan = off; set local enable_sort = off")
+        steps = dict(conn.execute("select step, detail from quarry.explain(%s, %s, %s)",
+                                  (ranked[49][0], QUERY, vector)).fetchall())
+    assert steps["vector"]["rank"] == 50 and steps["vector"]["note"] is None
+
+
 def test_source_stats_report_vectors_per_space_and_freshness(corpus: ConnectionPool) -> None:
     with corpus.connection() as conn:
         row = conn.execute("select documents, chunks, embeddings, last_ingested_at, median_age_days "
