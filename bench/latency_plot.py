@@ -117,13 +117,15 @@ def markdown_tables(out: Path) -> str:
                 f" | {common['p50']:.2f} / {common['p95']:.2f} (n={common['n']})"
                 f" | {' / '.join(format(run['qps'], '.0f') for run in runs)}"
                 f" | {lat.get('load_average', '?')}; {' / '.join(str(run.get('load_average', '?')) for run in runs)} |")
-    lines += ["", "| chunks | recall@10, search(mode=vector), ef_search 100 | recall@10 by ef_search (nearest_chunks"
+    lines += ["", "| chunks | recall@10, search(mode=vector) | recall@10 by ef_search (nearest_chunks"
               " 50 deep, first 10) | mean cosine of 1st / 10th exact neighbour |", "|---|---|---|---|"]
     for report in reports:
         rec = report["recall"]
         sweep = ", ".join(f"{ef}: {value:.3f}"
                           for ef, value in rec["nearest_chunks_depth_50_first_10_by_ef_search"].items())
-        lines.append(f"| {int(report['scale']):,} | {rec['recall_at_10']:.3f} (min {rec['min']:.1f}) | {sweep}"
+        ef = rec["ef_search_in_search"]  # a number since quarry.hnsw_scan_depth; older reports hold the rule's text
+        lines.append(f"| {int(report['scale']):,} | {rec['recall_at_10']:.3f} (min {rec['min']:.1f}, "
+                     f"ef_search {ef if isinstance(ef, int) else 100}) | {sweep}"
                      f" | {rec['nearest_neighbour_similarity']:.2f} / {rec['tenth_neighbour_similarity']:.2f} |")
     peers = read_results(out, "peers")
     if peers:
