@@ -9,6 +9,7 @@ A fingerprint of the alembic head and the SQL files is stored; when it matches,
 from __future__ import annotations
 
 import hashlib
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,7 @@ def upgrade(url: str) -> None:
         with engine.begin() as connection:
             driver = connection.connection.driver_connection
             assert isinstance(driver, psycopg.Connection)
+            driver.add_notice_handler(_report_progress)
             driver.execute("select pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK_KEY,))
             driver.execute("create schema if not exists quarry")
             config = alembic_config()
@@ -110,6 +112,13 @@ def upgrade(url: str) -> None:
             )
     finally:
         engine.dispose()
+
+
+def _report_progress(notice: psycopg.errors.Diagnostic) -> None:
+    """Say on stderr what a long step is doing (alembic 0014 rebuilds indexes: minutes at 1M vectors)."""
+    message = notice.message_primary or ""
+    if message.startswith("quarry: "):
+        print(message, file=sys.stderr, flush=True)
 
 
 def _drop_replaceable_routines(conn: psycopg.Connection[Any]) -> None:

@@ -58,6 +58,9 @@ begin
         if memory > pg_size_bytes(current_setting('maintenance_work_mem')) then
             perform set_config('maintenance_work_mem', (memory / 1024) || 'kB', true);
         end if;
+        -- shown by quarry migrate (and the first command after an upgrade) while it builds
+        raise notice 'quarry: rebuilding the HNSW index of embedding space % ({type}, % vectors)',
+            each_space.name, vectors;
         execute statement;
     end loop;
 end
