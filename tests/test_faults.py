@@ -252,10 +252,10 @@ def test_a_restart_fails_requests_fast_and_the_server_recovers_by_itself(
         loop = stack.enter_context(SearchLoop(base))
         _wait_for(lambda: loop.count("ok") >= 6, 30, "searches before the restart")
 
-        # Requests certainly in flight when the database goes: searches queued behind a lock.
+        # Requests certainly in flight when the database goes: every client's search queued behind a lock.
         locker = psycopg.connect(corpus_url)
         locker.execute("lock table quarry.chunks in access exclusive mode")
-        _wait_for(_waiting_on_lock(corpus_url, 2), 20, "searches blocked behind the lock")
+        _wait_for(_waiting_on_lock(corpus_url, SearchLoop.clients), 20, "searches blocked behind the lock")
 
         stopping = time.monotonic()
         postgres.stop("fast")
@@ -299,9 +299,10 @@ def test_a_restart_fails_requests_fast_and_the_server_recovers_by_itself(
         "after_restart": {"requests": len(recovered), "codes": sorted({o.code for o in recovered})},
     }
     print(json.dumps(report, indent=1))
-    # The searches blocked in the database when it stopped fail at once with UNAVAILABLE. (One may
-    # still succeed: the fast stop ends the lock holder, and a woken waiter can finish first.)
-    assert sum(o.code == "UNAVAILABLE" for o in in_flight) >= 2, report
+    # The searches blocked in the database when it stopped fail at once with UNAVAILABLE, or finish:
+    # the fast stop ends the lock holder too, and waiters woken by its exit can complete before their
+    # own termination (seen for two of three in 1 run of 10). None waits for the database to return.
+    assert any(o.code == "UNAVAILABLE" for o in in_flight), report
     assert {o.code for o in in_flight} <= {"UNAVAILABLE", "ok"}, report
     assert all(o.finished - stopping < UNAVAILABLE_BOUND_S for o in in_flight), report
     # While it is down every request fails, each within the bound: nothing waits for the database to return.
