@@ -7,7 +7,7 @@ create or replace function quarry.nearest_chunks(
     match_count int,
     filters jsonb default null
 ) returns table (chunk_id uuid, distance double precision)
-language plpgsql stable
+language plpgsql volatile  -- it sets the HNSW scan depth for the transaction
 set search_path = quarry, public, pg_catalog
 as $$
 declare
@@ -19,6 +19,12 @@ begin
     if space_dimension is null then
         return;
     end if;
+    -- Every caller (hybrid_search, counting, explain) gets a scan as deep as it asks for: pgvector
+    -- returns at most hnsw.ef_search rows (40 by default), and iterative scans keep a filtered
+    -- leg full.
+    perform set_config('hnsw.ef_search',
+                       quarry.hnsw_scan_depth(match_count, quarry.indexed_vectors(array[embedding_space]))::text, true);
+    perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
     -- The ORDER BY repeats the space's index expression (half-precision cast to its dimension,
     -- partial predicate; quarry.space_index_definition) so the planner uses its HNSW index.
     -- The distance returned is the exact one, from the stored single-precision vectors: it is
@@ -160,11 +166,6 @@ begin
         code_embeddings, query_texts, 'code', required => search_mode = 'vector' and code_mode = 'exclusive',
         query_model => code_query_model, leg => 'code');
     resolved_filters := quarry.resolve_version_filters(filters, version_matching);
-
-    perform set_config('hnsw.ef_search',
-                       quarry.hnsw_scan_depth(depth, quarry.indexed_vectors(array[embedding_space, 'code']))::text,
-                       true);
-    perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
 
     -- A leg that errors (a lock it cannot get, a broken index) must not take the others
     -- down: the statement is retried without it, and a WARNING names it (clients read

@@ -1,7 +1,7 @@
 -- Beyond ranked chunks: counting matching documents, reading whole documents, ranking
 -- sources for an intent, and the neighbours of hits. Read-only (the search server runs
--- as quarry_reader); the counting and routing functions are volatile only because they
--- raise the HNSW scan depth for their transaction, as quarry.hybrid_search does.
+-- as quarry_reader); the counting and routing functions are volatile only because
+-- quarry.nearest_chunks raises the HNSW scan depth for their transaction.
 
 create or replace function quarry.generic_query_lexemes() returns text[]
 language sql immutable parallel safe
@@ -85,8 +85,6 @@ begin
     if bound < 1 or bound > 1000 then
         raise exception 'bound must be between 1 and 1000, got %', bound using errcode = 'invalid_parameter_value';
     end if;
-    perform set_config('hnsw.ef_search', greatest(40, bound)::text, true);
-    perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
     return query
     with allowed_sources as materialized (
         select * from quarry.filtered_source_ids(filters)

@@ -142,7 +142,7 @@ comment on function quarry.search_text(text, int) is
 
 create or replace function quarry.explain(chunk uuid, query text, query_embedding vector default null)
 returns table (step text, detail jsonb)
-language plpgsql stable
+language plpgsql volatile  -- only as quarry.nearest_chunks sets the HNSW scan depth
 set search_path = quarry, public, pg_catalog
 as $$
 declare
@@ -181,11 +181,6 @@ begin
         detail := jsonb_build_object('note', 'psql has no query embedding: pass query_embedding (or use the MCP '
                                              'search, which reports vector_rank per result)');
     else
-        -- as quarry.hybrid_search: without these HNSW returns at most the session's ef_search
-        -- (pgvector's default 40) rows, and rank 41 would read "not in the 1000 nearest"
-        perform set_config('hnsw.ef_search', quarry.hnsw_scan_depth(leg_depth, quarry.indexed_vectors(array['text']))::text,
-                           true);
-        perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
         select ranked.rank, ranked.similarity into vec
         from (select n.chunk_id, row_number() over (order by n.distance, n.chunk_id) as rank,
                      1 - n.distance as similarity

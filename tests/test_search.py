@@ -169,7 +169,8 @@ def test_the_hnsw_scan_depth_covers_the_leg_and_grows_with_the_index(corpus: Con
         conn.execute("analyze quarry.embeddings")  # the count is the planner's: autovacuum keeps it
         indexed = conn.execute("select quarry.indexed_vectors(array['text', 'code'])").fetchone()
         stored = conn.execute("select count(*) from quarry.embeddings where space = 'text'").fetchone()
-        conn.execute("select * from quarry.hybrid_search(array['partial index'], null, 'fts', 5,"
+        conn.execute("select * from quarry.hybrid_search(array['partial index'],"
+                     " array[(select embedding from quarry.embeddings where space = 'text' limit 1)], 'vector', 5,"
                      " candidate_count => 120)")
         in_search = conn.execute("select current_setting('hnsw.ef_search')").fetchone()  # set for the transaction
         conn.rollback()
