@@ -5,7 +5,11 @@
 -- idf(t)       = ln(1 + (N - n_t + 0.5) / (n_t + 0.5))
 --
 -- k1 = 0.9, b = 0.4: the BEIR defaults of Anserini's BM25 baselines (short passages
--- saturate early and vary less in length than whole web pages).
+-- saturate early and vary less in length than whole web pages). Code chunks normalise length
+-- harder, b = 0.9: a long function repeats its identifiers and keywords, and 0.4 let it
+-- outrank the short one a question is about. Chosen on CoSQA's dev split (text leg nDCG@10 at
+-- b 0.4 / 0.6 / 0.75 / 0.9 / 1.0: 0.366 / 0.374 / 0.381 / 0.388 / 0.392; hybrid 0.602-0.604
+-- throughout); on its test split 0.371 -> 0.394. Prose at 0.75 lost on SciFact (0.691 -> 0.684).
 -- tf is weighted by where the term occurs (title and symbol A, headings B, body D),
 -- a BM25F-style boost. Impacts use the average length when the chunk was indexed;
 -- `quarry.rebuild_text_index()` recomputes them all after large corpus changes.
@@ -38,7 +42,8 @@ comment on function quarry.weighted_term_frequencies(tsvector) is
 create or replace function quarry.insert_chunk_postings(
     chunk_ids uuid[],
     k1 real default 0.9,
-    b real default 0.4
+    b real default 0.4,
+    code_b real default 0.9
 ) returns bigint
 language plpgsql volatile
 set search_path = quarry, pg_catalog
@@ -49,11 +54,12 @@ declare
 begin
     -- what quarry.count_new_postings counts, until this transaction ends
     create temporary table if not exists pg_temp.new_term_frequencies (
-        chunk_id uuid, lexeme text, term_frequency real, chunk_length real
+        chunk_id uuid, lexeme text, term_frequency real, chunk_length real, length_weight real
     ) on commit drop;
     truncate pg_temp.new_term_frequencies;
     insert into pg_temp.new_term_frequencies
-    select c.id, f.lexeme, f.term_frequency, sum(f.term_frequency) over (partition by c.id)
+    select c.id, f.lexeme, f.term_frequency, sum(f.term_frequency) over (partition by c.id),
+           case when c.is_code then code_b else b end
     from quarry.chunks c
     cross join lateral quarry.weighted_term_frequencies(c.search_vector) f
     where c.id = any(chunk_ids);
@@ -80,7 +86,8 @@ begin
     insert into quarry.text_postings (term_id, chunk_id, term_frequency, chunk_length, impact)
     select t.id, n.chunk_id, n.term_frequency, n.chunk_length,
            n.term_frequency * (k1 + 1)
-             / (n.term_frequency + k1 * (1 - b + b * n.chunk_length / greatest(average_length, 1)))
+             / (n.term_frequency
+                + k1 * (1 - n.length_weight + n.length_weight * n.chunk_length / greatest(average_length, 1)))
     from pg_temp.new_term_frequencies n
     join quarry.text_terms t on t.lexeme = n.lexeme
     order by 1, 5 desc;
@@ -90,8 +97,8 @@ begin
 end
 $$;
 
-comment on function quarry.insert_chunk_postings(uuid[], real, real) is
-'Add BM25 postings for the given chunks without counting them in the term and corpus statistics: quarry.count_new_postings() must follow in the same transaction.';
+comment on function quarry.insert_chunk_postings(uuid[], real, real, real) is
+'Add BM25 postings for the given chunks (length normalisation b for prose, code_b for code chunks) without counting them in the term and corpus statistics: quarry.count_new_postings() must follow in the same transaction.';
 
 create or replace function quarry.change_term_statistics(
     term_ids int[],
@@ -131,7 +138,7 @@ declare
 begin
     perform quarry.lock_corpus_statistics();
     create temporary table if not exists pg_temp.new_term_frequencies (
-        chunk_id uuid, lexeme text, term_frequency real, chunk_length real
+        chunk_id uuid, lexeme text, term_frequency real, chunk_length real, length_weight real
     ) on commit drop;
     select array_agg(t.id), array_agg(d.n), coalesce(sum(d.n), 0) into term_ids, changes, counted
     from (select n.lexeme, count(*) as n from pg_temp.new_term_frequencies n group by n.lexeme) d
@@ -150,7 +157,8 @@ comment on function quarry.count_new_postings() is
 create or replace function quarry.index_chunk_terms(
     chunk_ids uuid[],
     k1 real default 0.9,
-    b real default 0.4
+    b real default 0.4,
+    code_b real default 0.9
 ) returns bigint
 language plpgsql volatile
 set search_path = quarry, pg_catalog
@@ -158,13 +166,13 @@ as $$
 declare
     inserted bigint;
 begin
-    inserted := quarry.insert_chunk_postings(chunk_ids, k1, b);
+    inserted := quarry.insert_chunk_postings(chunk_ids, k1, b, code_b);
     perform quarry.count_new_postings();
     return inserted;
 end
 $$;
 
-comment on function quarry.index_chunk_terms(uuid[], real, real) is
+comment on function quarry.index_chunk_terms(uuid[], real, real, real) is
 'Add BM25 postings for the given chunks and count them in the term and corpus statistics (the same transaction as the chunks).';
 
 -- Term and corpus statistics follow the postings through statement-level triggers,
@@ -355,7 +363,8 @@ $$;
 comment on function quarry.bm25_top(text, int, int, jsonb) is
 'Top chunks by BM25 for a query: candidates from the top per_term_depth impact-ordered postings of each term, scored exactly; facet and version filters (resolved, see quarry.resolve_version_filters) applied before the top-k.';
 
-create or replace function quarry.rebuild_text_index(k1 real default 0.9, b real default 0.4)
+create or replace function quarry.rebuild_text_index(k1 real default 0.9, b real default 0.4,
+                                                     code_b real default 0.9)
 returns bigint
 language plpgsql volatile
 set search_path = quarry, pg_catalog
@@ -372,12 +381,12 @@ begin
     -- repeat alembic 0003's and 0012's (the chunk index), which own them.
     drop index quarry.text_postings_impact_idx;
     drop index quarry.text_postings_chunk_idx;
-    indexed := quarry.index_chunk_terms(array(select id from quarry.chunks), k1, b);
+    indexed := quarry.index_chunk_terms(array(select id from quarry.chunks), k1, b, code_b);
     create index text_postings_impact_idx on quarry.text_postings (term_id, impact desc) include (chunk_id);
     create index text_postings_chunk_idx on quarry.text_postings (chunk_id, term_id) include (impact);
     return indexed;
 end
 $$;
 
-comment on function quarry.rebuild_text_index(real, real) is
+comment on function quarry.rebuild_text_index(real, real, real) is
 'Rebuild every BM25 posting, term frequency and corpus statistic from the chunks (ingestion runs it after a first ingest).';

@@ -14,7 +14,7 @@ from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
 from tests.corpus import write_corpus
 
-K1, B = 0.9, 0.4
+K1, B, CODE_B = 0.9, 0.4, 0.9  # code chunks normalise length harder (sql/018-text-index.sql)
 
 
 @pytest.fixture()
@@ -89,10 +89,10 @@ def test_bm25_scores_match_a_reference_implementation(
     ingestor: Ingestor, pool: ConnectionPool, tmp_path: Path
 ) -> None:
     ingestor.ingest(write_corpus(tmp_path), SourceSpec(slug="sample"))
-    query = "partial index expression predicate"
+    query = "partial index expression predicate; parse a user id"  # matches prose and code chunks
     with pool.connection() as conn:
         rows = conn.execute(
-            "select c.id, f.lexeme, f.term_frequency from quarry.chunks c"
+            "select c.id, f.lexeme, f.term_frequency, c.is_code from quarry.chunks c"
             " cross join lateral quarry.weighted_term_frequencies(c.search_vector) f"
         ).fetchall()
         lexemes = set(conn.execute("select quarry.query_lexemes(%s)", (query,)).fetchone()[0])  # type: ignore[index]
@@ -101,8 +101,10 @@ def test_bm25_scores_match_a_reference_implementation(
         )
 
     frequencies: dict[object, Counter[str]] = {}
-    for chunk_id, lexeme, tf in rows:
+    length_weights: dict[object, float] = {}
+    for chunk_id, lexeme, tf, is_code in rows:
         frequencies.setdefault(chunk_id, Counter())[lexeme] = tf
+        length_weights[chunk_id] = CODE_B if is_code else B
     lengths = {chunk_id: sum(tfs.values()) for chunk_id, tfs in frequencies.items()}
     count = len(frequencies)
     average = sum(lengths.values()) / count
@@ -113,10 +115,12 @@ def test_bm25_scores_match_a_reference_implementation(
             df = sum(1 for other in frequencies.values() if lexeme in other)
             idf = math.log(1 + (count - df + 0.5) / (df + 0.5))
             tf = tfs[lexeme]
-            score += idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * lengths[chunk_id] / average))
+            b = length_weights[chunk_id]
+            score += idf * tf * (K1 + 1) / (tf + K1 * (1 - b + b * lengths[chunk_id] / average))
         if score > 0:
             expected[chunk_id] = score
 
+    assert {length_weights[chunk_id] for chunk_id in expected} == {B, CODE_B}  # both kinds scored
     assert set(got) == set(expected)
     for chunk_id, score in expected.items():
         assert got[chunk_id] == pytest.approx(score, rel=1e-4)

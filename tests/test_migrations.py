@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -10,7 +11,12 @@ from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
 
 from alembic import command
+from engine.db import open_pool
+from engine.embed.base import Embedder
+from engine.ingest.pipeline import Ingestor
+from engine.ingest.sources import SourceSpec
 from engine.migrations import alembic_config, ensure_migrated, schema_fingerprint, upgrade
+from tests.corpus import write_corpus
 
 
 def test_upgrade_is_idempotent_and_records_the_fingerprint(database_url: str) -> None:
@@ -124,3 +130,44 @@ def test_0014_rebuilds_every_space_index_in_half_precision_and_rewrites_deferred
     built, deferred = definitions()
     assert half.search(built) and "ef_construction='128'" in built
     assert half.search(deferred) and half.search(restored())
+
+
+def test_0015_recomputes_code_postings_with_their_own_length_normalisation(
+    scratch_url: str, local_embedder: Embedder, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    upgrade(scratch_url)
+    with open_pool(scratch_url, min_size=1, max_size=4, name="migration-test") as pool:
+        Ingestor(pool, {"text": local_embedder}, max_file_bytes=1_000_000).ingest(
+            write_corpus(tmp_path), SourceSpec(slug="sample"))
+
+    Postings = dict[tuple[object, int], tuple[bool, float, float, float]]
+
+    def impacts() -> tuple[Postings, float]:
+        """(chunk, term) -> is the chunk code, its impact, term frequency, chunk length; and the average length."""
+        with psycopg.connect(scratch_url) as conn:
+            rows = conn.execute(
+                "select p.chunk_id, p.term_id, c.is_code, p.impact, p.term_frequency, p.chunk_length"
+                " from quarry.text_postings p join quarry.chunks c on c.id = p.chunk_id").fetchall()
+            stats = conn.execute("select total_length / chunk_count from quarry.text_stats").fetchone()
+        assert stats is not None
+        return {(row[0], row[1]): (row[2], row[3], row[4], row[5]) for row in rows}, float(stats[0])
+
+    def expected(b: float, frequency: float, length: float, average: float) -> float:
+        return frequency * 1.9 / (frequency + 0.9 * (1 - b + b * length / average))
+
+    ingested, average = impacts()
+    assert {is_code for is_code, *_ in ingested.values()} == {True, False}
+    for is_code, impact, frequency, length in ingested.values():
+        assert impact == pytest.approx(expected(0.9 if is_code else 0.4, frequency, length, average), rel=1e-5)
+
+    _alembic(scratch_url, "downgrade", "0014_hnsw")  # code back to prose's b = 0.4, prose untouched
+    downgraded, average = impacts()
+    for key, (is_code, impact, frequency, length) in downgraded.items():
+        assert impact == pytest.approx(expected(0.4, frequency, length, average), rel=1e-5)
+        assert is_code or impact == ingested[key][1]
+    capsys.readouterr()
+    upgrade(scratch_url)
+    assert re.search(r"quarry: recomputing the BM25 impacts of \d+ code postings \(length normalisation b = 0.9\)",
+                     capsys.readouterr().err)
+    assert {key: value[1] for key, value in impacts()[0].items()} == pytest.approx(
+        {key: value[1] for key, value in ingested.items()}, rel=1e-5)
