@@ -4,6 +4,7 @@
                             [--queries 200] [--duration 10] [--seed 7] [--fresh] [--plot docs/latency.png]
     python -m bench.latency --scales --scifact     # only: hybrid latency on bench/quality.py's SciFact database
     python -m bench.latency --scales --scifact --repeat 6   # six runs, modes taking turns: medians
+    python -m bench.latency --scales --cosqa                # the same on the CoSQA database (code, 6k docs)
     python -m bench.latency --scales 10000 100000 --systems lancedb supabase   # only: hybrid against the peers
 
 Embedding a million chunks with the local model (~80 chunks/s) is out of reach on two cores, so
@@ -676,19 +677,19 @@ def benchmark_scale(args: argparse.Namespace, corpora: Sequence[RealCorpus],
     return report, comparison
 
 
-def benchmark_scifact(args: argparse.Namespace, corpora: Sequence[RealCorpus]) -> dict[str, Any]:
-    """The SciFact corpus bench/quality.py ingested (chunked and embedded by Quarry), its real test queries."""
+def benchmark_ingested(args: argparse.Namespace, corpora: Sequence[RealCorpus], name: str) -> dict[str, Any]:
+    """A corpus bench/quality.py ingested (chunked and embedded by Quarry), with its real test queries."""
     from bench.quarry_system import dataset_database_url
 
-    scifact = next(corpus for corpus in corpora if corpus.name == "scifact")
-    url = dataset_database_url(QUALITY_HOME, "scifact")
+    corpus = next(corpus for corpus in corpora if corpus.name == name)
+    url = dataset_database_url(QUALITY_HOME, name)
     with psycopg.connect(url) as conn:
         counts = conn.execute("select (select count(*) from quarry.documents), (select count(*) from quarry.chunks)"
                               ).fetchone()
-    print(f"\n## SciFact as ingested: {counts[0]:,} documents, {counts[1]:,} chunks", flush=True)  # type: ignore[index]
-    queries = mark_common(url, QuerySet(scifact.query_texts, scifact.query_vectors, []))
+    print(f"\n## {name} as ingested: {counts[0]:,} documents, {counts[1]:,} chunks", flush=True)  # type: ignore[index]
+    queries = mark_common(url, QuerySet(corpus.query_texts, corpus.query_vectors, []))
     args.recall_queries, args.clients = 0, [1]
-    return {"scale": "scifact", "documents": counts[0], "chunks": counts[1],  # type: ignore[index]
+    return {"scale": name, "documents": counts[0], "chunks": counts[1],  # type: ignore[index]
             **measure(url, queries, args, None)}
 
 
@@ -710,6 +711,8 @@ def main() -> None:
     parser.add_argument("--load-only", action="store_true", help="load and index the scales, measure nothing")
     parser.add_argument("--scifact", action="store_true",
                         help="also measure the SciFact database bench/quality.py ingested (one client)")
+    parser.add_argument("--cosqa", action="store_true",
+                        help="also measure the CoSQA database bench/quality.py ingested (one client)")
     parser.add_argument("--systems", nargs="+", choices=("quarry", *PEERS), default=["quarry"],
                         help="quarry: every mode, QPS, recall; a peer: its hybrid against Quarry's, interleaved")
     parser.add_argument("--plot", type=Path, default=None, help="also draw the results (e.g. docs/latency.png)")
@@ -725,10 +728,10 @@ def main() -> None:
                 report.update(date=datetime.now(UTC).isoformat(timespec="seconds"), machine=machine(),
                               seed=args.seed, command=command)
                 (args.out / f"{prefix}-{scale}.json").write_text(json.dumps(report, indent=2, default=str))
-    if args.scifact:
-        report = benchmark_scifact(args, corpora)
+    for name in (name for name in DATASETS if getattr(args, name)):
+        report = benchmark_ingested(args, corpora, name)
         report.update(date=datetime.now(UTC).isoformat(timespec="seconds"), machine=machine(), command=command)
-        (args.out / "scifact.json").write_text(json.dumps(report, indent=2, default=str))
+        (args.out / f"{name}.json").write_text(json.dumps(report, indent=2, default=str))
     if args.plot is not None:
         from bench.latency_plot import plot_results
 

@@ -4,7 +4,8 @@ Prose keeps b = 0.4; code chunks now normalise length harder (``quarry.insert_ch
 sql/018-text-index.sql, which says why and what it measured). New postings get the new
 impacts from the SQL functions; this brings the postings already stored in line, with the
 corpus's current average length, as ``quarry.rebuild_text_index`` would. Only code chunks'
-postings are rewritten; the term and corpus statistics do not change. The formula repeats
+postings are rewritten (CoSQA's 147k in 0.9 s on 2 cores; the old row versions are left for
+autovacuum); the term and corpus statistics do not change. The formula repeats
 ``quarry.insert_chunk_postings``'s, which runs after this migration.
 
 Revision ID: 0015_code_b
