@@ -1,6 +1,7 @@
 """Bring-your-own vector stores: vectors computed elsewhere, kept and searched in Postgres.
 
-A *store* is named and fixes a dimension (1-2000, HNSW's limit) and a metric when it is
+A *store* is named and fixes a dimension (1-4000, HNSW's limit; above 2000 the index holds
+half-precision copies, so every value must lie within ±65504) and a metric when it is
 created, by its first vector (metric ``cosine`` unless given) or by ``quarry vectors
 load``. Inside a store, vectors live in *namespaces* (``None`` is the default namespace;
 a namespace never sees another's vectors) under a caller's id of up to 256 characters,
@@ -68,7 +69,7 @@ AddStatus = Literal["added", "updated", "unchanged"]
 
 DEFAULT_STORE: Final = "default"
 STORE_NAME_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
-MAX_DIMENSION: Final = 2000
+MAX_DIMENSION: Final = 4000
 MAX_ID_CHARS: Final = 256
 MAX_NAMESPACE_CHARS: Final = 128
 MAX_METADATA_BYTES: Final = 4096
@@ -351,6 +352,14 @@ def _load(pool: ConnectionPool, store_name: str, rows: Iterable[StagedVector], n
             for row in _chain(first, iterator):
                 read += 1
                 copy.write_row(_staged(row, read, store))
+        unindexable = conn.execute("select ordinal, id from vector_load"
+                                   " where not quarry.vector_fits_store_index(embedding, %s) order by ordinal limit 1",
+                                   (store.store_dimension,)).fetchone()
+        if unindexable is not None:
+            raise InvalidRequestError(
+                f"vector {unindexable[0]} (id {unindexable[1][:80]!r}): store {store_name!r} has "
+                f"{store.store_dimension} dimensions, so its index holds half-precision copies: every value "
+                f"must be between -65504 and 65504")
         partition = sql.Identifier("quarry", f"store_vectors_{store.store_id}")
         staged_row = conn.execute("select count(distinct id) from vector_load").fetchone()
         existing_row = conn.execute(sql.SQL("select count(*) from {}").format(partition)).fetchone()

@@ -24,6 +24,31 @@ as $$ select 'store_vectors_' || store_id $$;
 comment on function quarry.vector_store_partition(int) is
 'Name of the partition of quarry.store_vectors that holds one store (its HNSW index is <name>_hnsw).';
 
+create or replace function quarry.vector_store_index_type(dimension int) returns text
+language sql immutable parallel safe strict
+set search_path = pg_catalog
+as $$
+    -- HNSW indexes vector up to 2,000 dimensions and halfvec up to 4,000: a wider store's graph
+    -- holds half-precision copies (OpenAI's 3,072-dimension embeddings, Voyage's 2,048), and
+    -- its values must fit half precision (|x| <= 65504, checked on write). Stores up to 2,000
+    -- dimensions keep single-precision graphs.
+    select case when dimension <= 2000 then 'vector' else 'halfvec' end
+$$;
+
+comment on function quarry.vector_store_index_type(int) is
+'The pgvector type a store''s HNSW index holds its vectors as: vector up to 2,000 dimensions, halfvec up to 4,000.';
+
+create or replace function quarry.vector_fits_store_index(embedding vector, store_dimension int) returns boolean
+language sql immutable parallel safe strict
+set search_path = public, pg_catalog
+as $$
+    select quarry.vector_store_index_type(store_dimension) = 'vector'
+           or (select max(abs(x)) from unnest(embedding::real[]) x) <= 65504  -- largest finite halfvec
+$$;
+
+comment on function quarry.vector_fits_store_index(vector, int) is
+'Whether a vector can enter the HNSW index of a store of store_dimension dimensions: always up to 2,000 dimensions; above, when every value fits half precision (|x| <= 65504).';
+
 -- Vectors per namespace follow the rows through statement-level triggers (one update per
 -- statement, however many rows a bulk load merges). The counts are written by a definer
 -- function: the search server's role writes vectors, never the counts themselves.
@@ -131,15 +156,15 @@ begin
     end if;
     select n.nspname into extension_schema
     from pg_extension e join pg_namespace n on n.oid = e.extnamespace where e.extname = 'vector';
-    -- The expression casts to the store's dimension so HNSW can index it; quarry.vector_search
-    -- repeats exactly this expression in its ORDER BY.
+    -- The expression casts to the store's dimension (and index type) so HNSW can index it;
+    -- quarry.vector_search repeats exactly this expression in its ORDER BY.
     execute format(
-        'create index if not exists %I on quarry.%I using hnsw ((embedding::%I.vector(%s)) %I.%I) '
+        'create index if not exists %I on quarry.%I using hnsw ((embedding::%I.%s(%s)) %I.%I) '
         'with (m = 16, ef_construction = 64)',
         quarry.vector_store_partition(store.id) || '_hnsw', quarry.vector_store_partition(store.id),
-        extension_schema, store.dimension, extension_schema,
-        case store.metric when 'cosine' then 'vector_cosine_ops' when 'dot' then 'vector_ip_ops'
-                          else 'vector_l2_ops' end);
+        extension_schema, quarry.vector_store_index_type(store.dimension), store.dimension, extension_schema,
+        quarry.vector_store_index_type(store.dimension)
+          || case store.metric when 'cosine' then '_cosine_ops' when 'dot' then '_ip_ops' else '_l2_ops' end);
 end
 $$;
 
@@ -185,8 +210,8 @@ begin
             raise exception 'a store name is 1-64 letters, digits, _ . : or -, starting with a letter or digit'
                 using errcode = 'invalid_parameter_value';
         end if;
-        if vector_dimension is null or vector_dimension < 1 or vector_dimension > 2000 then
-            raise exception 'a store holds vectors of 1 to 2000 dimensions (the HNSW limit), not %', vector_dimension
+        if vector_dimension is null or vector_dimension < 1 or vector_dimension > 4000 then
+            raise exception 'a store holds vectors of 1 to 4000 dimensions (the HNSW limit), not %', vector_dimension
                 using errcode = 'invalid_parameter_value';
         end if;
         insert into quarry.vector_stores (name, dimension, metric)
@@ -264,6 +289,10 @@ begin
     if store.store_metric = 'cosine' and vector_norm(embedding) = 0 then
         raise exception 'a zero vector has no direction: store % (cosine) cannot compare it', store_name
             using errcode = 'invalid_parameter_value';
+    end if;
+    if not quarry.vector_fits_store_index(embedding, store.store_dimension) then
+        raise exception 'store % has % dimensions, so its index holds half-precision copies: every value must be between -65504 and 65504',
+            store_name, store.store_dimension using errcode = 'invalid_parameter_value';
     end if;
     -- An identical vector and metadata leave the row as it was (updated_at included): 'unchanged'.
     -- A row created by this transaction has created_at = now() (xmax, the usual tell, cannot
@@ -406,11 +435,13 @@ begin
     select sum(c.vectors) into stored_rows from quarry.vector_namespaces c where c.store_id = store.id;
     -- Exact when the index cannot serve the metric, when scanning is cheap anyway (2^20
     -- floats: a few milliseconds), or when the filter keeps so few rows that the iterative
-    -- index scan would give up (hnsw.max_scan_tuples) before finding match_count of them.
+    -- index scan would give up (hnsw.max_scan_tuples) before finding match_count of them;
+    -- and always when the query itself cannot be compared in the index's half precision.
     use_exact := coalesce(exact,
         used_metric <> store.metric
         or total * store.dimension <= 1048576
-        or ef * coalesce(stored_rows, total) / total > current_setting('hnsw.max_scan_tuples')::double precision);
+        or ef * coalesce(stored_rows, total) / total > current_setting('hnsw.max_scan_tuples')::double precision)
+        or not quarry.vector_fits_store_index(query_embedding, store.dimension);
 
     candidates := format($sql$
         select v.id, v.metadata, case when $4 then v.embedding end as embedding,
@@ -427,8 +458,9 @@ begin
         execute format($sql$
             select array_agg(c.id order by c.distance, c.id), array_agg(c.distance order by c.distance, c.id),
                    array_agg(c.metadata order by c.distance, c.id), array_agg(c.embedding order by c.distance, c.id)
-            from (%1$s order by (v.embedding::vector(%2$s)) %3$s $1::vector(%2$s) limit $5) c
-        $sql$, candidates, store.dimension, quarry.vector_metric_operator(used_metric))
+            from (%1$s order by (v.embedding::%4$s(%2$s)) %3$s $1::%4$s(%2$s) limit $5) c
+        $sql$, candidates, store.dimension, quarry.vector_metric_operator(used_metric),
+            quarry.vector_store_index_type(store.dimension))
         into ids, distances, metadatas, embeddings
         using query_embedding, in_namespace, metadata_filter, with_embeddings, match_count;
         -- an index scan that came back short (a scan budget spent on a filter) is redone exactly

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -107,6 +108,67 @@ def test_search_matches_numpy_for_every_metric(mcp: McpSession, stores: Connecti
         assert_same_ranking(ids, scores, data.astype(np.float64), query.astype(np.float32).astype(np.float64),
                             metric, 15)
         assert all("embedding" not in hit for hit in body["results"])
+
+
+@pytest.mark.parametrize("metric", ["cosine", "dot", "euclidean"])
+def test_stores_wider_than_2000_dimensions_search_a_half_precision_index(
+    mcp: McpSession, stores: ConnectionPool, metric: str,
+) -> None:
+    # OpenAI's 3,072-dimension embeddings: HNSW indexes vector up to 2,000 dimensions only, so
+    # the graph holds halfvec copies; scores still come from the stored single-precision vectors.
+    rng = np.random.default_rng(14)
+    data = rng.standard_normal((400, 3072)).astype(np.float32)
+    load(stores, f"wide-{metric}", data, metric=metric)
+    with stores.connection() as conn:
+        row = conn.execute("select pg_get_indexdef(format('quarry.%%I', quarry.vector_store_partition(s.id)"
+                           " || '_hnsw')::regclass) from quarry.vector_stores s where s.name = %s",
+                           (f"wide-{metric}",)).fetchone()
+    assert row is not None
+    opclass = {"cosine": "halfvec_cosine_ops", "dot": "halfvec_ip_ops", "euclidean": "halfvec_l2_ops"}[metric]
+    assert re.search(rf"::(public\.)?halfvec\(3072\)\) (public\.)?{opclass}", row[0]), row[0]
+    found = 0
+    for source in rng.choice(400, size=10, replace=False):
+        query = data[source] + 0.1 * rng.standard_normal(3072).astype(np.float32)  # near one stored vector
+        result = search_vectors(stores, f"wide-{metric}", query, k=10, exact=False)
+        assert not result.exact and result.hits[0].id == str(source)
+        exact = numpy_scores(data.astype(np.float64), query.astype(np.float64), metric)
+        for hit in result.hits:  # the stored vectors' scores, not the half-precision copies'
+            assert hit.score == pytest.approx(exact[int(hit.id)], rel=1e-4, abs=1e-4)
+        truth = np.argsort(exact if metric == "euclidean" else -exact, kind="stable")[:10]
+        found += len({int(hit.id) for hit in result.hits} & set(truth.tolist()))
+    assert found / 100 >= 0.9
+    body = mcp.ok("vector_search", {"query": data[0].tolist(), "store_name": f"wide-{metric}", "k": 3})
+    assert body["results"][0]["id"] == "0" and body["total_searched"] == 400
+    with stores.connection() as conn:  # its ORDER BY is the index's expression: the search can read the index
+        register_vector(conn)
+        conn.execute("set local enable_sort = off")  # at 400 rows the planner would rather sort them all
+        conn.execute("select * from quarry.vector_search(%s, %s, 10, exact => false)", (f"wide-{metric}", data[1]))
+        scans = conn.execute("select pg_stat_get_xact_numscans(format('quarry.%%I', quarry.vector_store_partition(s.id)"
+                             " || '_hnsw')::regclass) from quarry.vector_stores s where s.name = %s",
+                             (f"wide-{metric}",)).fetchone()
+    assert scans == (1,)
+
+
+def test_a_value_beyond_half_precision_is_refused_by_a_wide_store_and_nothing_is_written(
+    mcp: McpSession, stores: ConnectionPool,
+) -> None:
+    wide = np.full(3072, 0.5, dtype=np.float32)
+    wide[7] = 70000.0
+    error = mcp.call("vector_add", {"id": "a", "embedding": wide.tolist(), "store_name": "wide"}).error
+    assert error["code"] == "INVALID" and "between -65504 and 65504" in error["message"], error
+    rows = [StagedVector("ok", np.full(3072, 0.5, dtype=np.float32), None), StagedVector("big", wide, None)]
+    with pytest.raises(InvalidRequestError, match=r"vector 2 \(id 'big'\): .*between -65504 and 65504"):
+        load_vectors(stores, "wide", iter(rows))
+    with stores.connection() as conn:
+        assert conn.execute("select count(*) from quarry.vector_stores where name = 'wide'").fetchone() == (0,)
+    mcp.ok("vector_add", {"id": "a", "embedding": np.full(3072, 0.5).tolist(), "store_name": "wide"})
+    query = np.full(3072, 0.5, dtype=np.float32)
+    query[7] = 70000.0  # a query beyond half precision is ranked exactly instead of failing
+    result = search_vectors(stores, "wide", query, k=1, exact=False)
+    assert result.exact and [hit.id for hit in result.hits] == ["a"]
+    narrow = np.full(2000, 0.5, dtype=np.float32)
+    narrow[7] = 70000.0  # a single-precision index takes it
+    assert mcp.ok("vector_add", {"id": "a", "embedding": narrow.tolist(), "store_name": "narrow"})["status"] == "added"
 
 
 def test_another_metric_than_the_stores_is_ranked_exactly(mcp: McpSession, stores: ConnectionPool) -> None:
@@ -223,7 +285,7 @@ def test_namespaces_isolate(mcp: McpSession, stores: ConnectionPool) -> None:
     ("vector_add", {"embedding": [1.0, 2.0, 3.0]}, "INVALID", "id", "required"),
     ("vector_add", {"id": "", "embedding": [1.0, 2.0, 3.0]}, "INVALID", "id", "empty"),
     ("vector_add", {"id": "x" * 257, "embedding": [1.0, 2.0, 3.0]}, "LIMIT", "id", "256"),
-    ("vector_add", {"id": "a", "embedding": [1.0] * 2001}, "LIMIT", "embedding", "2000"),
+    ("vector_add", {"id": "a", "embedding": [1.0] * 4001}, "LIMIT", "embedding", "4000"),
     ("vector_add", {"id": "a", "embedding": [1.0, 2.0, 3.0], "metadata": [1]}, "INVALID", "metadata", "object"),
     ("vector_add", {"id": "a", "embedding": [1.0, 2.0, 3.0], "metadata": {"t": "x" * 5000}}, "LIMIT", "metadata",
      "4096"),
