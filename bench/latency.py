@@ -435,8 +435,9 @@ def corpus_vectors(url: str) -> tuple[list[Any], np.ndarray]:
 def recall(url: str, pool: ConnectionPool, queries: QuerySet, count: int, depth: int = 50) -> dict[str, Any]:
     """Recall@10 of search(mode="vector", limit=10) against exact cosine top-10, and by hnsw.ef_search.
 
-    The sweep reads what the vector leg reads: ``nearest_chunks`` ``depth`` deep (the default
-    candidates), its first 10.
+    The sweep reads what the vector leg reads, ``depth`` deep (the default candidates), its
+    first 10: ``nearest_chunks``'s index scan at each ``hnsw.ef_search`` (the function itself
+    sets the depth rule's value, ``quarry.hnsw_scan_depth``).
     """
     ids, matrix = corpus_vectors(url)
     sample = queries.vectors[:count]
@@ -461,14 +462,22 @@ def recall(url: str, pool: ConnectionPool, queries: QuerySet, count: int, depth:
                               "tenth_neighbour_similarity": float(np.mean([pair[1][9] for pair in top]))}
     sweep = {}
     with pool.connection() as conn:
+        space = conn.execute("select name, dimension from quarry.embedding_spaces where serves = 'text'").fetchone()
+        assert space is not None
+        # quarry.nearest_chunks's scan (same ORDER BY, so the same HNSW index), without the
+        # hnsw.ef_search it sets for itself: here the sweep sets it
+        scan = sql.SQL("select n.chunk_id from (select e.chunk_id, e.embedding <=> %(q)s as distance"
+                       " from quarry.embeddings e where e.space = {space}"
+                       " order by (e.embedding::halfvec({dimension})) <=> %(q)s::halfvec({dimension})"
+                       " limit %(depth)s) n order by n.distance limit 10").format(
+            space=sql.Literal(space[0]), dimension=sql.Literal(space[1]))
         for ef in (50, 100, 200, 400):
             with conn.transaction():
                 conn.execute("select set_config('hnsw.ef_search', %s, true)", (str(ef),))
                 conn.execute("select set_config('hnsw.iterative_scan', 'relaxed_order', true)")
                 per = []
                 for i in range(count):
-                    rows = conn.execute("select chunk_id from quarry.nearest_chunks('text', %s, %s)"
-                                        " order by distance limit 10", (sample[i], depth)).fetchall()
+                    rows = conn.execute(scan, {"q": sample[i], "depth": depth}).fetchall()
                     per.append(len(exact[i] & {r[0] for r in rows}) / 10)
             sweep[str(ef)] = statistics.fmean(per)
     result[f"nearest_chunks_depth_{depth}_first_10_by_ef_search"] = sweep
