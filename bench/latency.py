@@ -471,6 +471,9 @@ def recall(url: str, pool: ConnectionPool, queries: QuerySet, count: int, depth:
                        " order by (e.embedding::halfvec({dimension})) <=> %(q)s::halfvec({dimension})"
                        " limit %(depth)s) n order by n.distance limit 10").format(
             space=sql.Literal(space[0]), dimension=sql.Literal(space[1]))
+        plan = "\n".join(row[0] for row in conn.execute(sql.SQL("explain ") + scan, {"q": sample[0], "depth": depth}))
+        if "embeddings_hnsw_" not in plan:  # an exact scan would report recall 1.0 at every ef_search
+            raise RuntimeError(f"the recall sweep's query no longer uses the HNSW index:\n{plan}")
         for ef in (50, 100, 200, 400):
             with conn.transaction():
                 conn.execute("select set_config('hnsw.ef_search', %s, true)", (str(ef),))
