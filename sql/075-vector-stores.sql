@@ -42,12 +42,32 @@ create or replace function quarry.vector_fits_store_index(embedding vector, stor
 language sql immutable parallel safe strict
 set search_path = public, pg_catalog
 as $$
+    -- 65504: the largest finite halfvec. No value exceeds the vector's norm, so the usual
+    -- (normalised) embedding passes without its values being read one by one.
     select quarry.vector_store_index_type(store_dimension) = 'vector'
-           or (select max(abs(x)) from unnest(embedding::real[]) x) <= 65504  -- largest finite halfvec
+           or vector_norm(embedding) <= 65504
+           or (select max(abs(x)) from unnest(embedding::real[]) x) <= 65504
 $$;
 
 comment on function quarry.vector_fits_store_index(vector, int) is
 'Whether a vector can enter the HNSW index of a store of store_dimension dimensions: always up to 2,000 dimensions; above, when every value fits half precision (|x| <= 65504).';
+
+create or replace function quarry.require_vector_fits_store(
+    store_name text, store_dimension int, embedding vector, which text default null
+) returns void
+language plpgsql immutable parallel safe
+set search_path = quarry, public, pg_catalog
+as $$
+begin
+    if not quarry.vector_fits_store_index(embedding, store_dimension) then
+        raise exception '%store % has % dimensions, so its index holds half-precision copies: every value must be between -65504 and 65504',
+            coalesce(which || ': ', ''), store_name, store_dimension using errcode = 'invalid_parameter_value';
+    end if;
+end
+$$;
+
+comment on function quarry.require_vector_fits_store(text, int, vector, text) is
+'Raise invalid_parameter_value (naming the vector as which, when given) unless quarry.vector_fits_store_index: a write''s check, for quarry.vector_upsert and quarry vectors load.';
 
 -- Vectors per namespace follow the rows through statement-level triggers (one update per
 -- statement, however many rows a bulk load merges). The counts are written by a definer
@@ -290,10 +310,7 @@ begin
         raise exception 'a zero vector has no direction: store % (cosine) cannot compare it', store_name
             using errcode = 'invalid_parameter_value';
     end if;
-    if not quarry.vector_fits_store_index(embedding, store.store_dimension) then
-        raise exception 'store % has % dimensions, so its index holds half-precision copies: every value must be between -65504 and 65504',
-            store_name, store.store_dimension using errcode = 'invalid_parameter_value';
-    end if;
+    perform quarry.require_vector_fits_store(store_name, store.store_dimension, embedding);
     -- An identical vector and metadata leave the row as it was (updated_at included): 'unchanged'.
     -- A row created by this transaction has created_at = now() (xmax, the usual tell, cannot
     -- be read through a partitioned table).

@@ -162,6 +162,10 @@ def test_a_value_beyond_half_precision_is_refused_by_a_wide_store_and_nothing_is
     with stores.connection() as conn:
         assert conn.execute("select count(*) from quarry.vector_stores where name = 'wide'").fetchone() == (0,)
     mcp.ok("vector_add", {"id": "a", "embedding": np.full(3072, 0.5).tolist(), "store_name": "wide"})
+    # a norm beyond half precision is fine when every value fits (2000 x sqrt(3072) = 110,851)
+    alternating = np.resize([2000.0, -2000.0], 3072)
+    added = mcp.ok("vector_add", {"id": "b", "embedding": alternating.tolist(), "store_name": "wide"})
+    assert added["status"] == "added"
     query = np.full(3072, 0.5, dtype=np.float32)
     query[7] = 70000.0  # a query beyond half precision is ranked exactly instead of failing
     result = search_vectors(stores, "wide", query, k=1, exact=False)
