@@ -5,6 +5,7 @@
     python -m bench.latency --scales --scifact     # only: hybrid latency on bench/quality.py's SciFact database
     python -m bench.latency --scales --scifact --repeat 6   # six runs, modes taking turns: medians
     python -m bench.latency --scales --cosqa                # the same on the CoSQA database (code, 6k docs)
+    python -m bench.latency --scales --cosqa --layers       # and where a vector-mode search's time goes
     python -m bench.latency --scales 10000 100000 --systems lancedb supabase   # only: hybrid against the peers
 
 Embedding a million chunks with the local model (~80 chunks/s) is out of reach on two cores, so
@@ -689,6 +690,45 @@ def benchmark_scale(args: argparse.Namespace, corpora: Sequence[RealCorpus],
     return report, comparison
 
 
+def vector_search_layers(url: str, queries: QuerySet, rounds: int = 2) -> dict[str, float]:
+    """Where a vector-mode search's time goes: each layer of the call stack as its own statement, p50 ms.
+
+    Per query the layers run back to back (so drift slows each alike), after one untimed pass:
+    a round trip, the vector leg alone, ``hybrid_search``, ``search_hits`` counted and returned,
+    and ``search()``. Each figure includes the ones before it.
+    """
+    layers: dict[str, Callable[[psycopg.Connection[Any], ConnectionPool, int], object]] = {
+        "select 1": lambda conn, pool, i: conn.execute("select 1").fetchall(),
+        "nearest_chunks": lambda conn, pool, i: conn.execute(
+            "select count(*) from quarry.nearest_chunks('text', %b, 50)", (queries.vectors[i],)).fetchall(),
+        "hybrid_search": lambda conn, pool, i: conn.execute(
+            "select count(*) from quarry.hybrid_search(%s, %b, 'vector', 10)",
+            ([queries.texts[i]], [queries.vectors[i]])).fetchall(),
+        "search_hits, counted": lambda conn, pool, i: conn.execute(
+            "select count(*) from quarry.search_hits(%s, %b, 'vector', 10)",
+            ([queries.texts[i]], [queries.vectors[i]])).fetchall(),
+        "search_hits, rows": lambda conn, pool, i: conn.execute(
+            "select * from quarry.search_hits(%s, %b, 'vector', 10)",
+            ([queries.texts[i]], [queries.vectors[i]])).fetchall(),
+        "search()": lambda conn, pool, i: run_query(pool, queries, i, "vector", None),
+    }
+    timings: dict[str, list[float]] = {name: [] for name in layers}
+    with psycopg.connect(url, autocommit=True) as conn, \
+            open_pool(url, min_size=1, max_size=1, name="bench-layers") as pool:
+        register_vector(conn)
+        for round_index in range(rounds + 1):  # the first round only warms
+            for i in range(len(queries.texts)):
+                for name, layer in layers.items():
+                    started = time.perf_counter()
+                    layer(conn, pool, i)
+                    if round_index:
+                        timings[name].append((time.perf_counter() - started) * 1000)
+    report = {name: statistics.median(values) for name, values in timings.items()}
+    print("  vector-mode layers, p50 ms: " + ", ".join(f"{name} {ms:.2f}" for name, ms in report.items()),
+          flush=True)
+    return report
+
+
 def benchmark_ingested(args: argparse.Namespace, corpora: Sequence[RealCorpus], name: str) -> dict[str, Any]:
     """A corpus bench/quality.py ingested (chunked and embedded by Quarry), with its real test queries."""
     from bench.quarry_system import dataset_database_url
@@ -701,8 +741,11 @@ def benchmark_ingested(args: argparse.Namespace, corpora: Sequence[RealCorpus], 
     print(f"\n## {name} as ingested: {counts[0]:,} documents, {counts[1]:,} chunks", flush=True)  # type: ignore[index]
     queries = mark_common(url, QuerySet(corpus.query_texts, corpus.query_vectors, []))
     args.recall_queries, args.clients = 0, [1]
-    return {"scale": name, "documents": counts[0], "chunks": counts[1],  # type: ignore[index]
-            **measure(url, queries, args, None)}
+    report = {"scale": name, "documents": counts[0], "chunks": counts[1],  # type: ignore[index]
+              **measure(url, queries, args, None)}
+    if args.layers:
+        report["vector_search_layers_p50_ms"] = vector_search_layers(url, queries)
+    return report
 
 
 def main() -> None:
@@ -725,6 +768,8 @@ def main() -> None:
                         help="also measure the SciFact database bench/quality.py ingested (one client)")
     parser.add_argument("--cosqa", action="store_true",
                         help="also measure the CoSQA database bench/quality.py ingested (one client)")
+    parser.add_argument("--layers", action="store_true",
+                        help="with --scifact / --cosqa: also time each layer of a vector-mode search")
     parser.add_argument("--systems", nargs="+", choices=("quarry", *PEERS), default=["quarry"],
                         help="quarry: every mode, QPS, recall; a peer: its hybrid against Quarry's, interleaved")
     parser.add_argument("--plot", type=Path, default=None, help="also draw the results (e.g. docs/latency.png)")
