@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import select
 import shutil
 import warnings
 from collections.abc import Iterator
@@ -125,6 +126,24 @@ def autocommit(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any
                 conn.autocommit = previous
 
 
+def _quiet(conn: psycopg.Connection[Any]) -> bool:
+    """Whether an idle connection has received nothing since its last statement, so it needs no round trip.
+
+    A server that ends a session (a restart, ``pg_terminate_backend``, a crash) sends its last
+    message or closes the socket, and either makes the socket readable: such a connection gets
+    the pool's round-trip check, which reads what arrived and raises if it is dead. An idle
+    session receives nothing otherwise (no LISTEN is used), so a quiet socket is a live one as
+    far as the server has said; the empty statement this spares was 0.1 ms of a ~3 ms search.
+    """
+    if conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        return False
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError):  # a socket already gone
+        return False
+    return not readable
+
+
 def connect_options(url: str, settings: Settings) -> dict[str, Any]:
     """libpq options Quarry adds to ``url``: ``connect_timeout_s`` unless the DSN sets its own."""
     if "connect_timeout" in psycopg.conninfo.conninfo_to_dict(url):
@@ -142,14 +161,16 @@ def open_pool(url: str, settings: Settings | None = None, *, role: str | None = 
 
     Every wait is bounded, so a database that goes away fails requests instead of hanging them:
     a checkout waits at most ``pool_timeout_ms``, a connection attempt ``connect_timeout_s`` and
-    a statement ``statement_timeout_ms``. Each checkout is checked first (one empty round trip):
-    connections a database restart killed are discarded, not handed to a request after the
-    restart, so the pool recovers by itself once the database is back.
+    a statement ``statement_timeout_ms``. Each checkout is checked first: connections a database
+    restart killed are discarded, not handed to a request after the restart, so the pool recovers
+    by itself once the database is back.
     """
     settings = settings or get_settings()
     timeout_ms = settings.statement_timeout_ms
 
     def check(conn: psycopg.Connection[Any]) -> None:
+        if _quiet(conn):
+            return
         try:
             ConnectionPool.check_connection(conn)
         except psycopg.Error:

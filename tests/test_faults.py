@@ -8,7 +8,8 @@ operator or a crash would. What is checked:
   ``/healthz`` says 503, and once the database is back the same app (same pool)
   answers again without a restart;
 * a quick restart while the server is idle kills every pooled connection, and not one
-  request fails for it (each checkout is checked; one dead connection sweeps the rest);
+  request fails for it (each checkout is checked; one dead connection sweeps the rest); a
+  checkout costs no round trip while the server has sent the connection nothing;
 * the statement timeout bounds a query that would otherwise wait forever (a search
   blocked behind a lock another session holds);
 * ``quarry ingest`` whose database restarts mid-run exits non-zero with a clear
@@ -335,6 +336,33 @@ def test_a_quick_restart_while_idle_fails_no_request(
     print(json.dumps({"searches after an idle restart, s": seconds}))
     assert healthy == 200
     assert seconds[0] < POOL_TIMEOUT_MS / 1000 and max(seconds[1:]) < 1.0, seconds
+
+
+def test_a_checkout_costs_no_round_trip_unless_the_server_spoke(faults_url: str) -> None:
+    """A quiet idle connection is lent as it is; one whose session the server ended is replaced, not lent."""
+    def last_statement(pid: int) -> str:
+        with psycopg.connect(faults_url, autocommit=True) as observer:
+            row = observer.execute("select query from pg_stat_activity where pid = %s", (pid,)).fetchone()
+        return "" if row is None else str(row[0])
+
+    with open_pool(faults_url, _settings(faults_url), min_size=1, max_size=1) as pool:
+        with pool.connection() as conn:
+            pid = conn.info.backend_pid
+            conn.execute("select 'marker'")
+        before = last_statement(pid)  # the pool's COMMIT of that block
+        assert before != ""
+        with pool.connection() as conn:
+            assert conn.info.backend_pid == pid
+        # the checkout sent nothing: the session's last statement is still the same, not the
+        # pool's empty check query
+        assert last_statement(pid) == before
+
+        with psycopg.connect(faults_url, autocommit=True) as admin:
+            admin.execute("select pg_terminate_backend(%s)", (pid,))
+        _wait_for(lambda: last_statement(pid) == "", 10, "the terminated session to end")
+        with pool.connection() as conn:
+            assert conn.info.backend_pid != pid
+            assert conn.execute("select 1").fetchone() == (1,)
 
 
 def test_the_statement_timeout_bounds_a_query_stuck_behind_a_lock(corpus_url: str, local_embedder: Embedder) -> None:
