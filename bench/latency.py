@@ -433,7 +433,8 @@ def corpus_vectors(url: str) -> tuple[list[Any], np.ndarray]:
     return ids, matrix
 
 
-def recall(url: str, pool: ConnectionPool, queries: QuerySet, count: int, depth: int = 50) -> dict[str, Any]:
+def recall(url: str, pool: ConnectionPool, queries: QuerySet, count: int, model: str | None,
+           depth: int = 50) -> dict[str, Any]:
     """Recall@10 of search(mode="vector", limit=10) against exact cosine top-10, and by hnsw.ef_search.
 
     The sweep reads what the vector leg reads, ``depth`` deep (the default candidates), its
@@ -452,7 +453,7 @@ def recall(url: str, pool: ConnectionPool, queries: QuerySet, count: int, depth:
     found = []
     for i in range(count):
         hits = search(pool, None, queries.texts[i], query_vectors=sample[i][None, :], mode="vector", limit=10,
-                      query_model=MODEL).hits
+                      query_model=model).hits
         found.append(len(exact[i] & {hit.chunk_id for hit in hits}) / 10)
     with pool.connection() as conn:
         row = conn.execute("select quarry.hnsw_scan_depth(%s, quarry.indexed_vectors(array['text']))", (depth,)
@@ -475,7 +476,7 @@ def recall(url: str, pool: ConnectionPool, queries: QuerySet, count: int, depth:
         plan = "\n".join(row[0] for row in conn.execute(sql.SQL("explain ") + scan, {"q": sample[0], "depth": depth}))
         if "embeddings_hnsw_" not in plan:  # an exact scan would report recall 1.0 at every ef_search
             raise RuntimeError(f"the recall sweep's query no longer uses the HNSW index:\n{plan}")
-        for ef in (50, 100, 200, 400):
+        for ef in (50, 60, 100, 200, 400):
             with conn.transaction():
                 conn.execute("select set_config('hnsw.ef_search', %s, true)", (str(ef),))
                 conn.execute("select set_config('hnsw.iterative_scan', 'relaxed_order', true)")
@@ -555,7 +556,7 @@ def measure(url: str, queries: QuerySet, args: argparse.Namespace, model: str | 
                 print(f"  {mode:7} median of {args.repeat} runs: p50 {lat['p50']:7.2f}  p95 {lat['p95']:7.2f} ms",
                       flush=True)
         if args.recall_queries:
-            report["recall"] = recall(url, pool, queries, min(args.recall_queries, len(queries.texts)))
+            report["recall"] = recall(url, pool, queries, min(args.recall_queries, len(queries.texts)), model)
             print(f"  recall@10 {report['recall']['recall_at_10']:.3f} (ef_search "
                   f"{report['recall']['ef_search_in_search']})  by ef_search "
                   f"{report['recall']['nearest_chunks_depth_50_first_10_by_ef_search']}", flush=True)
@@ -740,7 +741,7 @@ def benchmark_ingested(args: argparse.Namespace, corpora: Sequence[RealCorpus], 
                               ).fetchone()
     print(f"\n## {name} as ingested: {counts[0]:,} documents, {counts[1]:,} chunks", flush=True)  # type: ignore[index]
     queries = mark_common(url, QuerySet(corpus.query_texts, corpus.query_vectors, []))
-    args.recall_queries, args.clients = 0, [1]
+    args.recall_queries, args.clients = len(queries.texts), [1]  # recall over every test query
     report = {"scale": name, "documents": counts[0], "chunks": counts[1],  # type: ignore[index]
               **measure(url, queries, args, None)}
     if args.layers:
