@@ -135,13 +135,15 @@ def _quiet(conn: psycopg.Connection[Any]) -> bool:
     session receives nothing otherwise (no LISTEN is used), so a quiet socket is a live one as
     far as the server has said; the empty statement this spares was 0.1 ms of a ~3 ms search.
     """
-    if conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+    if (conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+            or not hasattr(select, "poll")):  # poll, not select: a busy server's descriptors pass 1024
         return False
+    poller = select.poll()
     try:
-        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+        poller.register(conn.fileno(), select.POLLIN)
     except (OSError, ValueError):  # a socket already gone
         return False
-    return not readable
+    return not poller.poll(0)  # readable, hung up or in error: let the round trip find out
 
 
 def connect_options(url: str, settings: Settings) -> dict[str, Any]:
