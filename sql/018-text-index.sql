@@ -10,6 +10,10 @@
 -- outrank the short one a question is about. Chosen on CoSQA's dev split (text leg nDCG@10 at
 -- b 0.4 / 0.6 / 0.75 / 0.9 / 1.0: 0.366 / 0.374 / 0.381 / 0.388 / 0.392; hybrid 0.602-0.604
 -- throughout); on its test split 0.371 -> 0.394. Prose at 0.75 lost on SciFact (0.691 -> 0.684).
+-- Both kinds normalise against the corpus-wide average length. Per-kind averages were measured
+-- on SciFact and CoSQA ingested together (bench/mixed_corpus.py: code chunks average 46 weighted
+-- terms, prose 117): the keyword leg gained (CoSQA 0.353 -> 0.371, SciFact 0.685 -> 0.688) but
+-- hybrid search lost a little (0.600 -> 0.596, 0.731 -> 0.730), so the one average stays.
 -- tf is weighted by where the term occurs (title and symbol A, headings B, body D),
 -- a BM25F-style boost. Impacts use the average length when the chunk was indexed;
 -- `quarry.rebuild_text_index()` recomputes them all after large corpus changes.
