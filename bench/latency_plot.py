@@ -123,9 +123,8 @@ def markdown_tables(out: Path) -> str:
         rec = report["recall"]
         sweep = ", ".join(f"{ef}: {value:.3f}"
                           for ef, value in rec["nearest_chunks_depth_50_first_10_by_ef_search"].items())
-        ef = rec["ef_search_in_search"]  # a number since quarry.hnsw_scan_depth; older reports hold the rule's text
         lines.append(f"| {int(report['scale']):,} | {rec['recall_at_10']:.3f} (min {rec['min']:.1f}, "
-                     f"ef_search {ef if isinstance(ef, int) else 100}) | {sweep}"
+                     f"ef_search {rec['ef_search_in_search']}) | {sweep}"
                      f" | {rec['nearest_neighbour_similarity']:.2f} / {rec['tenth_neighbour_similarity']:.2f} |")
     peers = read_results(out, "peers")
     if peers:

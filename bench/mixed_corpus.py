@@ -9,10 +9,10 @@ This bench measures that on a judged mixed corpus: SciFact's abstracts and CoSQA
 functions ingested as two sources of one database (``bench_mixed`` on the bench's embedded
 server, built once; the model embeds ~19k chunks, ~4 minutes on two cores), each dataset's test
 queries searched over both and scored against its own judgments (the other dataset's documents
-are never relevant). Every BM25 impact is recomputed with the global average, then with per-kind
-averages, and each query set is scored in fts and hybrid mode after each; the impacts are
-finally recomputed by ``quarry.rebuild_text_index()``, as Quarry indexes them. Prints nDCG@10 per
-dataset, mode and variant.
+are never relevant). Each query set is scored in fts and hybrid mode twice: with the postings
+as Quarry indexes them (``quarry.rebuild_text_index()``: one average), then with every impact
+recomputed against per-kind averages; the last step is another rebuild, which leaves the
+database as Quarry would. Prints nDCG@10 per dataset, mode and variant.
 """
 
 from __future__ import annotations
@@ -25,12 +25,13 @@ from statistics import fmean
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from bench.beir import load_beir
+from bench.beir import BeirDataset, load_beir
 from bench.quality import DATASETS, DEFAULT_DATA, DEFAULT_HOME
 from bench.quarry_system import dataset_database_url, ingest_dataset
 from bench.runs import top_documents
 from bench.vectors import cached_vectors
 from engine.db import open_pool
+from engine.embed.base import Vectors
 from engine.embed.local import LocalMiniLM
 from engine.evaluation.metrics import ndcg_at_k
 from engine.search import SearchMode, search
@@ -39,8 +40,8 @@ DATABASE = "mixed"
 CHUNK_DEPTH = 200  # as bench/quality.py: both legs 200 chunks deep, the first 10 documents scored
 
 #: Every posting's impact (k1 0.9, b 0.4 prose / 0.9 code, as sql/018-text-index.sql) against the
-#: corpus-wide average length, or (per_kind) against the average of the chunk's own kind.
-SET_IMPACTS = """
+#: average length of the chunk's own kind, where Quarry uses the corpus-wide one.
+PER_KIND_IMPACTS = """
 with kinds as (
     select c.is_code, avg(lengths.chunk_length) as average_length
     from quarry.chunks c
@@ -50,15 +51,14 @@ with kinds as (
 )
 update quarry.text_postings p
 set impact = p.term_frequency * 1.9
-             / (p.term_frequency + 0.9 * (1 - b.value + b.value * p.chunk_length / average.value))
+             / (p.term_frequency + 0.9 * (1 - b.value + b.value * p.chunk_length / k.average_length))
 from quarry.chunks c
 join kinds k on k.is_code = c.is_code
-cross join quarry.text_stats s
 cross join lateral (select case when c.is_code then 0.9 else 0.4 end as value) b
-cross join lateral (select case when %(per_kind)s then k.average_length
-                                else s.total_length / s.chunk_count end as value) average
 where c.id = p.chunk_id
 """
+#: Each variant: the statement that sets the postings' impacts.
+VARIANTS = {"global": "select quarry.rebuild_text_index()", "per-kind": PER_KIND_IMPACTS}
 
 
 def build(url: str, data: Path, embedder: LocalMiniLM) -> None:
@@ -70,10 +70,7 @@ def build(url: str, data: Path, embedder: LocalMiniLM) -> None:
                   flush=True)
 
 
-def scores(pool: ConnectionPool, data: Path, home: Path, embedder: LocalMiniLM, name: str,
-           mode: SearchMode) -> float:
-    dataset = load_beir(data / name, "test")
-    vectors = cached_vectors(embedder, [q.text for q in dataset.queries], home / "vectors", f"{name}-queries-test")
+def scores(pool: ConnectionPool, name: str, dataset: BeirDataset, vectors: Vectors, mode: SearchMode) -> float:
     per_query = []
     for query, vector in zip(dataset.queries, vectors, strict=True):
         hits = search(pool, None, query.text, query_vectors=vector[None, :], mode=mode, limit=CHUNK_DEPTH,
@@ -101,14 +98,17 @@ def main() -> None:
                 "select c.is_code, count(*), avg(lengths.chunk_length) from quarry.chunks c"
                 " join (select chunk_id, max(chunk_length) as chunk_length from quarry.text_postings"
                 " group by chunk_id) lengths on lengths.chunk_id = c.id group by 1 order by 1")), flush=True)
+        datasets = {name: load_beir(args.data / name, "test") for name in DATASETS}
+        vectors = {name: cached_vectors(embedder, [q.text for q in dataset.queries], args.home / "vectors",
+                                        f"{name}-queries-test") for name, dataset in datasets.items()}
         try:
-            for variant in ("global", "per-kind"):
-                conn.execute(SET_IMPACTS, {"per_kind": variant == "per-kind"})
+            for variant, statement in VARIANTS.items():
+                conn.execute(statement)
                 conn.execute("vacuum analyze quarry.text_postings")
                 with open_pool(url, min_size=1, max_size=1, name="bench-mixed") as pool:
-                    for name in DATASETS:
+                    for name, dataset in datasets.items():
                         for mode in ("fts", "hybrid"):
-                            ndcg = scores(pool, args.data, args.home, embedder, name, mode)
+                            ndcg = scores(pool, name, dataset, vectors[name], mode)
                             print(f"  {variant:8} {name:8} {mode:6} nDCG@10 {ndcg:.4f}", flush=True)
         finally:
             conn.execute("select quarry.rebuild_text_index()")
