@@ -74,9 +74,9 @@ def shared_buffers_mb(memory_bytes: int | None) -> int | None:
     """The embedded server's buffer cache: an eighth of the machine's memory, 128 MB to 4 GB.
 
     Postgres's own default (128 MB) holds neither a 100k-chunk HNSW graph (112 MB) nor its hot
-    postings, so searches copied pages from the operating system's cache on every query: with
-    2 GB, hybrid p50 fell from 8.7-9.2 to 5.6-6.4 ms at 1M chunks and from 6.8-7.2 to 6.0-6.2
-    at 100k (docs/BENCHMARKS.md). An eighth, not the quarter advised for a dedicated database
+    postings, so searches copied pages from the operating system's cache on every query: hybrid
+    p50 fell from 8.7-9.3 to 5.6-6.5 ms at 1M chunks with 2 GB, and from 6.8-7.2 to 5.9-6.3 at
+    100k with 1 GB (docs/BENCHMARKS.md). An eighth, not the quarter advised for a dedicated database
     host, because the embedded server shares a workstation; the pages are only touched as the
     corpus is read, so a small corpus never occupies the whole cache.
     """
