@@ -39,16 +39,17 @@ from engine.search import SearchMode, search
 DATABASE = "mixed"
 CHUNK_DEPTH = 200  # as bench/quality.py: both legs 200 chunks deep, the first 10 documents scored
 
+#: Per kind (prose, code): how many chunks, and their average weighted length as the postings hold it.
+KIND_LENGTHS = """
+select c.is_code, count(*) as chunks, avg(lengths.chunk_length) as average_length
+from quarry.chunks c
+join (select chunk_id, max(chunk_length) as chunk_length from quarry.text_postings group by chunk_id) lengths
+  on lengths.chunk_id = c.id
+group by c.is_code
+"""
 #: Every posting's impact (k1 0.9, b 0.4 prose / 0.9 code, as sql/018-text-index.sql) against the
 #: average length of the chunk's own kind, where Quarry uses the corpus-wide one.
-PER_KIND_IMPACTS = """
-with kinds as (
-    select c.is_code, avg(lengths.chunk_length) as average_length
-    from quarry.chunks c
-    join (select chunk_id, max(chunk_length) as chunk_length from quarry.text_postings group by chunk_id) lengths
-      on lengths.chunk_id = c.id
-    group by c.is_code
-)
+PER_KIND_IMPACTS = "with kinds as (" + KIND_LENGTHS + """)
 update quarry.text_postings p
 set impact = p.term_frequency * 1.9
              / (p.term_frequency + 0.9 * (1 - b.value + b.value * p.chunk_length / k.average_length))
@@ -94,10 +95,8 @@ def main() -> None:
         if not row or not row[0]:
             build(url, args.data, embedder)
         print("  chunks, average weighted length by kind: " + ", ".join(
-            f"{'code' if is_code else 'prose'} {count:,} {length:.1f}" for is_code, count, length in conn.execute(
-                "select c.is_code, count(*), avg(lengths.chunk_length) from quarry.chunks c"
-                " join (select chunk_id, max(chunk_length) as chunk_length from quarry.text_postings"
-                " group by chunk_id) lengths on lengths.chunk_id = c.id group by 1 order by 1")), flush=True)
+            f"{'code' if is_code else 'prose'} {count:,} {length:.1f}"
+            for is_code, count, length in conn.execute(KIND_LENGTHS + " order by 1")), flush=True)
         datasets = {name: load_beir(args.data / name, "test") for name in DATASETS}
         vectors = {name: cached_vectors(embedder, [q.text for q in dataset.queries], args.home / "vectors",
                                         f"{name}-queries-test") for name, dataset in datasets.items()}

