@@ -51,8 +51,8 @@ from engine.db import embedded_database_url, open_pool
 from engine.embed.local import LocalMiniLM
 from engine.evaluation import add_eval_arguments, run_eval
 from engine.evaluation.metrics import METRICS, evaluate
+from engine.retrieval.request import SearchMode
 from engine.runtime import Runtime
-from engine.search import SearchMode
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO.parent / "shared" / "data"
@@ -90,7 +90,7 @@ def quality_loop_figures(url: str, home: Path, data: Path, split: str, mode: Sea
     embedder = LocalMiniLM(home / "models")
     vectors = embedder.embed_queries([query.text for query in dataset.queries])
     with open_pool(url, min_size=1, max_size=2, name="quarry-bench") as pool:
-        run = quarry_run(pool, vectors, dataset.queries, mode, depth=100, chunk_depth=200)
+        run = quarry_run(pool, embedder.model_name, vectors, dataset.queries, mode, depth=100, chunk_depth=200)
     return {name: round(value, 4) for name, value in evaluate(run.run, dataset.qrels).items()}
 
 

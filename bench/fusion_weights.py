@@ -30,7 +30,7 @@ from bench.runs import top_documents
 from engine.db import open_pool
 from engine.embed.local import LocalMiniLM
 from engine.evaluation.metrics import ndcg_at_k
-from engine.search import CODE_VECTOR_WEIGHT, PROSE_VECTOR_WEIGHT
+from engine.retrieval.request import Ranking
 
 DEFAULT_WEIGHTS = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7)
 
@@ -40,9 +40,9 @@ Scores = Mapping[float, Mapping[str, float]]
 
 def weight_scores(dataset_name: str, split: str, data: Path, home: Path, parameter: str,
                   weights: Sequence[float], chunk_depth: int, depth: int) -> Scores:
+    from bench.pipeline import bench_backend, ranked_chunks
     from bench.quarry_system import dataset_database_url
     from bench.vectors import cached_vectors
-    from engine.search import search
 
     dataset = load_beir(data / dataset_name, split)
     embedder = LocalMiniLM(home / "models")
@@ -51,14 +51,18 @@ def weight_scores(dataset_name: str, split: str, data: Path, home: Path, paramet
     url = dataset_database_url(home, dataset_name)
     scores: dict[float, dict[str, float]] = {}
     with open_pool(url, min_size=1, max_size=1, name="quarry-bench") as pool:
+        with pool.connection() as conn:  # the shipped weights hold the other parameter fixed
+            row = conn.execute("select vector_weight, code_vector_weight from quarry.ranking_defaults()").fetchone()
+        assert row is not None
+        shipped_prose, shipped_code = row
+        backend = bench_backend(pool, embedder.model_name, [q.text for q in dataset.queries], vectors)
         for weight in weights:
             per_query: dict[str, float] = {}
-            prose = weight if parameter == "vector_weight" else PROSE_VECTOR_WEIGHT
-            code = weight if parameter == "code_vector_weight" else CODE_VECTOR_WEIGHT
-            for query, vector in zip(dataset.queries, vectors, strict=True):
-                hits = search(pool, None, query.text, query_vectors=vector[None, :], mode="hybrid",
-                              limit=chunk_depth, candidates=chunk_depth, vector_weight=prose,
-                              code_vector_weight=code).hits
+            prose = weight if parameter == "vector_weight" else shipped_prose
+            code = weight if parameter == "code_vector_weight" else shipped_code
+            for query in dataset.queries:
+                hits = ranked_chunks(backend, query.text, "hybrid", chunk_depth,
+                                     Ranking(vector_weight=prose, code_vector_weight=code))
                 ranking = top_documents((PurePosixPath(hit.path).stem for hit in hits), depth)
                 per_query[query.id] = ndcg_at_k(ranking, dataset.qrels.get(query.id, {}), 10)
             scores[weight] = per_query

@@ -22,10 +22,10 @@ Every scale gets its own database ``bench_latency_<n>`` on the bench's embedded 
 (``<out>/pgdata``), bulk-loaded with COPY, then timed separately: BM25 postings
 (``quarry.rebuild_text_index()``), the HNSW index (Quarry's own definition, dropped before the
 load and recreated after it) and ``vacuum analyze``. A loaded scale is reused on the next run.
-Measured through ``engine.search.search`` with precomputed query vectors (the database path):
+Measured through the pipeline's SQL step (``engine.retrieval.hits.search_hits``) with precomputed query vectors:
 p50/p95/p99 per mode over ``--queries`` queries, one client, after one untimed pass of them in
 every mode (warm); QPS with 1/4/16 threads (one pooled connection each) for ``--duration``
-seconds; recall@10 of ``search(mode="vector")`` against exact cosine top-10 from numpy, and by
+seconds; recall@10 of the SQL step (``search_hits``, mode="vector") against exact cosine top-10 from numpy, and by
 ``hnsw.ef_search``.
 Results: ``<out>/results-<n>.json``; ``bench/latency_plot.py`` draws them.
 
@@ -72,7 +72,8 @@ from bench.supabase import SCHEMA, build_supabase_tables, supabase_hybrid_ids, u
 from engine.db import open_pool
 from engine.ids import uuid7
 from engine.migrations import ensure_migrated, schema_fingerprint
-from engine.search import SearchMode, search
+from engine.retrieval.hits import SearchHit, search_hits
+from engine.retrieval.request import DEFAULT_CODE_MODE, DEFAULT_VERSION_MATCH, SearchMode
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "bench" / ".out" / "latency"
@@ -344,9 +345,15 @@ def percentile(values: Sequence[float], fraction: float) -> float:
     return float(np.percentile(np.asarray(values), fraction * 100))
 
 
+def database_search(pool: ConnectionPool, text: str, vector: np.ndarray, mode: SearchMode,
+                    model: str | None) -> list[SearchHit]:
+    """The pipeline's SQL step alone (``engine.retrieval.hits.search_hits``), at the request defaults."""
+    return search_hits(pool, [text], mode=mode, limit=10, text_vectors=vector[None, :], code_mode=DEFAULT_CODE_MODE,
+                       version_match=DEFAULT_VERSION_MATCH, query_model=model).hits
+
+
 def run_query(pool: ConnectionPool, queries: QuerySet, i: int, mode: SearchMode, model: str | None) -> int:
-    return len(search(pool, None, queries.texts[i], query_vectors=queries.vectors[i][None, :], mode=mode,
-                      limit=10, query_model=model).hits)
+    return len(database_search(pool, queries.texts[i], queries.vectors[i], mode, model))
 
 
 def latencies(pool: ConnectionPool, queries: QuerySet, mode: SearchMode, model: str | None) -> dict[str, Any]:
@@ -435,7 +442,7 @@ def corpus_vectors(url: str) -> tuple[list[Any], np.ndarray]:
 
 def recall(url: str, pool: ConnectionPool, queries: QuerySet, count: int, model: str | None,
            depth: int = 50) -> dict[str, Any]:
-    """Recall@10 of search(mode="vector", limit=10) against exact cosine top-10, and by hnsw.ef_search.
+    """Recall@10 of the SQL step (mode="vector", limit=10) against exact cosine top-10, and by hnsw.ef_search.
 
     The sweep reads what the vector leg reads, ``depth`` deep (the default candidates), its
     first 10: ``nearest_chunks``'s index scan at each ``hnsw.ef_search`` (the function itself
@@ -452,8 +459,7 @@ def recall(url: str, pool: ConnectionPool, queries: QuerySet, count: int, model:
     exact = [{ids[int(j)] for j in pair[0]} for pair in top]
     found = []
     for i in range(count):
-        hits = search(pool, None, queries.texts[i], query_vectors=sample[i][None, :], mode="vector", limit=10,
-                      query_model=model).hits
+        hits = database_search(pool, queries.texts[i], sample[i], "vector", model)
         found.append(len(exact[i] & {hit.chunk_id for hit in hits}) / 10)
     with pool.connection() as conn:
         row = conn.execute("select quarry.hnsw_scan_depth(%s, quarry.indexed_vectors(array['text']))", (depth,)
@@ -696,7 +702,7 @@ def vector_search_layers(url: str, queries: QuerySet, rounds: int = 2) -> dict[s
 
     Per query the layers run back to back (so drift slows each alike), after one untimed pass:
     a round trip, the vector leg alone, ``hybrid_search``, ``search_hits`` counted and returned,
-    and ``search()``. Each figure includes the ones before it.
+    and ``search_hits()`` from Python. Each figure includes the ones before it.
     """
     layers: dict[str, Callable[[psycopg.Connection[Any], ConnectionPool, int], object]] = {
         "select 1": lambda conn, pool, i: conn.execute("select 1").fetchall(),
@@ -711,7 +717,7 @@ def vector_search_layers(url: str, queries: QuerySet, rounds: int = 2) -> dict[s
         "search_hits, rows": lambda conn, pool, i: conn.execute(
             "select * from quarry.search_hits(%s, %b, 'vector', 10)",
             ([queries.texts[i]], [queries.vectors[i]])).fetchall(),
-        "search()": lambda conn, pool, i: run_query(pool, queries, i, "vector", None),
+        "search_hits()": lambda conn, pool, i: run_query(pool, queries, i, "vector", None),
     }
     timings: dict[str, list[float]] = {name: [] for name in layers}
     with psycopg.connect(url, autocommit=True) as conn, \

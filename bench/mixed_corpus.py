@@ -26,6 +26,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from bench.beir import BeirDataset, load_beir
+from bench.pipeline import bench_backend, ranked_chunks
 from bench.quality import DATASETS, DEFAULT_DATA, DEFAULT_HOME
 from bench.quarry_system import dataset_database_url, ingest_dataset
 from bench.runs import top_documents
@@ -34,7 +35,7 @@ from engine.db import open_pool
 from engine.embed.base import Vectors
 from engine.embed.local import LocalMiniLM
 from engine.evaluation.metrics import ndcg_at_k
-from engine.search import SearchMode, search
+from engine.retrieval.request import SearchMode
 
 DATABASE = "mixed"
 CHUNK_DEPTH = 200  # as bench/quality.py: both legs 200 chunks deep, the first 10 documents scored
@@ -71,11 +72,12 @@ def build(url: str, data: Path, embedder: LocalMiniLM) -> None:
                   flush=True)
 
 
-def scores(pool: ConnectionPool, name: str, dataset: BeirDataset, vectors: Vectors, mode: SearchMode) -> float:
+def scores(pool: ConnectionPool, model_name: str, name: str, dataset: BeirDataset, vectors: Vectors,
+           mode: SearchMode) -> float:
     per_query = []
-    for query, vector in zip(dataset.queries, vectors, strict=True):
-        hits = search(pool, None, query.text, query_vectors=vector[None, :], mode=mode, limit=CHUNK_DEPTH,
-                      candidates=CHUNK_DEPTH).hits
+    backend = bench_backend(pool, model_name, [query.text for query in dataset.queries], vectors)
+    for query in dataset.queries:
+        hits = ranked_chunks(backend, query.text, mode, CHUNK_DEPTH)
         ranking = top_documents((f"{hit.source_slug}:{PurePosixPath(hit.path).stem}" for hit in hits), 10)
         judged = {f"{name}:{document}": grade for document, grade in dataset.qrels.get(query.id, {}).items()}
         per_query.append(ndcg_at_k(ranking, judged, 10))
@@ -107,7 +109,7 @@ def main() -> None:
                 with open_pool(url, min_size=1, max_size=1, name="bench-mixed") as pool:
                     for name, dataset in datasets.items():
                         for mode in ("fts", "hybrid"):
-                            ndcg = scores(pool, name, dataset, vectors[name], mode)
+                            ndcg = scores(pool, embedder.model_name, name, dataset, vectors[name], mode)
                             print(f"  {variant:8} {name:8} {mode:6} nDCG@10 {ndcg:.4f}", flush=True)
         finally:
             conn.execute("select quarry.rebuild_text_index()")

@@ -6,11 +6,12 @@
 Example: ``python bench/quality.py --dataset scifact --systems quarry-hybrid bm25s dense``
 
 Every system sees the same documents and the same embedder (Quarry's LocalMiniLM): Quarry
-through its real ingestion pipeline and ``engine.search.search`` (fts, vector, hybrid), in a
-dedicated database of the bench's own embedded Postgres (``<home>/pgdata``, never the user's);
-bm25s, exact dense cosine, LanceDB hybrid and Supabase's ``hybrid_search`` SQL (same Postgres,
-own schema) over whole documents; on code corpora bm25s splits identifiers (camelCase, snake_case)
-as Quarry's FTS does, and ``bm25s-raw`` shows it without. Vectors are computed once and cached in
+through its real ingestion pipeline and the retrieval pipeline MCP serves (``bench.pipeline``;
+fts, vector, hybrid), in a dedicated database of the bench's own embedded Postgres
+(``<home>/pgdata``, never the user's); bm25s, exact dense cosine, LanceDB hybrid and
+Supabase's ``hybrid_search`` SQL (same Postgres, own schema) over whole documents; on code
+corpora bm25s splits identifiers (camelCase, snake_case) as Quarry's FTS does, and
+``bm25s-raw`` shows it without. Vectors are computed once and cached in
 ``<home>/vectors``; Quarry's ingest is incremental, so reruns skip both embedding steps.
 Prints nDCG@10, MRR@10, R@10 and R@100 per system and writes them, with the command, date and
 machine, as JSON (default ``<home>/quality.json``). Data: ../shared/data (BEIR layout), never
@@ -41,7 +42,7 @@ from bench.runs import SystemRun
 from engine.db import open_pool
 from engine.embed.base import Vectors
 from engine.embed.local import LocalMiniLM
-from engine.search import SearchMode
+from engine.retrieval.request import SearchMode
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO.parent / "shared" / "data"
@@ -141,7 +142,8 @@ def benchmark_dataset(
             print(f"  {summary.one_line()}", flush=True)
             report["ingest"] = summary.as_dict()
             runners += [
-                (system, partial(quarry_run, pool, query_vectors, dataset.queries, mode, depth, chunk_depth))
+                (system, partial(quarry_run, pool, embedder.model_name, query_vectors, dataset.queries, mode, depth,
+                                 chunk_depth))
                 for system, mode in QUARRY_MODES.items() if system in systems
             ]
         runners += _peer_runners(dataset, systems, home, url, document_vectors, query_vectors, depth)

@@ -3,7 +3,8 @@
 The documents are written as files (``<_id>.md`` holding ``# title`` and the text; code corpora
 as ``<_id>.py`` so the code parser chunks them along symbols) and ingested like any user's tree.
 The pipeline is incremental, so a rerun only re-checks hashes. Searches go through
-``engine.search.search``; chunk hits become documents by path stem, each at its best chunk's rank.
+the retrieval pipeline MCP serves (``bench.pipeline``); chunk hits become documents by path stem,
+each at its best chunk's rank.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from bench.beir import Document, Query
+from bench.pipeline import bench_backend, ranked_chunks
 from bench.runs import SystemRun, top_documents
 from engine.db import embedded_database_url
 from engine.embed.base import Embedder, Vectors
@@ -26,7 +28,7 @@ from engine.ingest.parsers import parse_document
 from engine.ingest.pipeline import Ingestor, IngestSummary, embedding_input
 from engine.ingest.sources import SourceSpec
 from engine.migrations import ensure_migrated
-from engine.search import SearchMode, search
+from engine.retrieval.request import SearchMode
 
 #: Datasets whose documents are source code, and the file extension that routes them to their parser.
 CODE_SUFFIX = {"cosqa": ".py"}
@@ -116,6 +118,7 @@ def ingest_dataset(
 
 def quarry_run(
     pool: ConnectionPool,
+    model_name: str,
     query_vectors: Vectors,
     queries: Sequence[Query],
     mode: SearchMode,
@@ -129,9 +132,9 @@ def quarry_run(
     result = SystemRun(f"Quarry {mode}")
     started = time.perf_counter()
     short = 0
-    for query, vector in zip(queries, query_vectors, strict=True):
-        hits = search(pool, None, query.text, query_vectors=vector[None, :], mode=mode, limit=chunk_depth,
-                      candidates=chunk_depth).hits
+    backend = bench_backend(pool, model_name, [query.text for query in queries], query_vectors)
+    for query in queries:
+        hits = ranked_chunks(backend, query.text, mode, chunk_depth)
         result.run[query.id] = top_documents((PurePosixPath(hit.path).stem for hit in hits), depth)
         short += len(result.run[query.id]) < depth and len(hits) == chunk_depth
     result.search_seconds = time.perf_counter() - started

@@ -13,8 +13,10 @@ import argparse
 import statistics
 import time
 
+from bench.pipeline import bench_backend
+from engine.retrieval.pipeline import RetrievalBackend, retrieve
+from engine.retrieval.request import SearchMode, SearchRequest
 from engine.runtime import Runtime
-from engine.search import search
 
 QUERIES = [
     "create a partial index", "how to vacuum a table", "streaming replication setup",
@@ -41,20 +43,25 @@ def main() -> None:
 
     with Runtime() as runtime:
         embedder = runtime.embedders["text"]
-        vectors = dict(zip(QUERIES, embedder.embed_queries(QUERIES), strict=True))
         # --sql-only: vectors computed up front; otherwise every call embeds its query
+        backend: RetrievalBackend = (bench_backend(runtime.pool, embedder.model_name, QUERIES,
+                                                   embedder.embed_queries(QUERIES))
+                                     if args.sql_only else runtime)
+        sources = tuple(args.source or ())
+
+        def search(query: str, mode: SearchMode) -> None:
+            retrieve(backend, SearchRequest((query,), mode, limit=args.limit, sources=sources, rerank=False))
 
         print(f"{'mode':8} {'n':>4} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}")
-        for mode in ("fts", "vector", "hybrid"):
+        modes: tuple[SearchMode, ...] = ("fts", "vector", "hybrid")
+        for mode in modes:
             for query in QUERIES[:3]:  # warm caches and the pool
-                search(runtime.pool, embedder, query, mode=mode, limit=args.limit, sources=args.source,  # type: ignore[arg-type]
-                       query_vectors=vectors[query][None, :] if args.sql_only else None)
+                search(query, mode)
             timings = []
             for _ in range(args.rounds):
                 for query in QUERIES:
                     started = time.perf_counter()
-                    search(runtime.pool, embedder, query, mode=mode, limit=args.limit,  # type: ignore[arg-type]
-                           sources=args.source, query_vectors=vectors[query][None, :] if args.sql_only else None)
+                    search(query, mode)
                     timings.append((time.perf_counter() - started) * 1000)
             print(f"{mode:8} {len(timings):>4} {statistics.median(timings):8.2f} "
                   f"{percentile(timings, 0.95):8.2f} {percentile(timings, 0.99):8.2f}")

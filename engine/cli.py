@@ -23,6 +23,7 @@ from engine.embed.base import SPACES
 from engine.errors import BusyError, QuarryError, UnavailableError
 from engine.ingest.sources import Attribution, SourceKind
 from engine.jobs import JobCancelledError
+from engine.retrieval.request import DEFAULT_CODE_MODE, DEFAULT_LIMIT, DEFAULT_MODE, CodeMode, SearchMode
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
@@ -81,8 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
     search = commands.add_parser("search", help="search the corpus",
                                  epilog='example: quarry search "parse user id" --mode fts --json')
     search.add_argument("query")
-    search.add_argument("--mode", choices=["hybrid", "fts", "vector"], default="hybrid")
-    search.add_argument("--limit", type=int, default=10, help="results to return (1-50)")
+    search.add_argument("--mode", choices=get_args(SearchMode), default=DEFAULT_MODE,
+                        help=f"hybrid: keyword + semantic; fts: keyword only; vector: semantic only "
+                             f"(default: {DEFAULT_MODE})")
+    search.add_argument("--code-mode", choices=get_args(CodeMode), default=DEFAULT_CODE_MODE,
+                        help=f"on: also the code embedding space; off: the general space only; exclusive: code "
+                             f"only (default: {DEFAULT_CODE_MODE}, as MCP's search)")
+    search.add_argument("--limit", type=int, default=DEFAULT_LIMIT,
+                        help=f"results to return (1-50, default: {DEFAULT_LIMIT})")
     search.add_argument("--source", action="append", help="restrict to a source slug (repeatable)")
     search.add_argument("--json", action="store_true", help="print results as JSON")
 
@@ -356,25 +363,29 @@ def _ingest(runtime: Runtime, args: argparse.Namespace) -> int:
 
 
 def _search(runtime: Runtime, args: argparse.Namespace) -> int:
-    from engine.search import search
+    from engine.retrieval.pipeline import retrieve
+    from engine.retrieval.request import SearchRequest
 
     if not 1 <= args.limit <= 50:
         raise ValueError("--limit must be between 1 and 50")
-    embedder = None if args.mode == "fts" else runtime.embedders["text"]
-    hits = search(runtime.pool, embedder, args.query, mode=args.mode, limit=args.limit,
-                  sources=args.source, rrf_k=runtime.settings.rrf_k).hits
+    code_mode: CodeMode = DEFAULT_CODE_MODE if args.mode == "fts" else args.code_mode  # fts uses no embeddings
+    retrieval = retrieve(runtime, SearchRequest((args.query,), args.mode, code_mode, args.limit,
+                                                sources=tuple(args.source or ())))
     if args.json:
-        from dataclasses import asdict
-
-        print(json.dumps([asdict(hit) for hit in hits], indent=2, default=str))  # UUIDs, timestamps
+        # the same response MCP's `search` gives for the same arguments, before its size bound
+        print(json.dumps({**retrieval.summary(), "notes": retrieval.notes()}, indent=2))
         return EXIT_OK
-    if not hits:
+    if retrieval.degradation.degraded:
+        print(f"quarry: degraded: {'; '.join(retrieval.degradation.reasons)}", file=sys.stderr)
+    if not retrieval.hits:
         print("no results")
-    for position, hit in enumerate(hits, 1):
+    for ranked in retrieval.hits:
+        hit = ranked.hit
         where = hit.symbol_path or " > ".join(hit.heading_path) or hit.title
-        ranks = f"fts #{hit.fts_rank or '-'} vector #{hit.vector_rank or '-'}"
-        print(f"{position:2}. [{hit.source_slug}] {hit.path}:{hit.start_line}-{hit.end_line}  {where}")
-        print(f"    score {hit.fused_score:.4f} ({ranks})")
+        ranks = f"fts #{hit.fts_rank or '-'} vector #{hit.vector_rank or '-'} code #{hit.code_rank or '-'}"
+        how = f"rerank {ranked.rerank_score:.4f}" if ranked.reranked else ranks
+        print(f"{ranked.rank:2}. [{hit.source_slug}] {hit.path}:{hit.start_line}-{hit.end_line}  {where}")
+        print(f"    confidence {ranked.confidence:.4f} ({how})")
         snippet = " ".join(hit.content.split())[:160]
         print(f"    {snippet}")
     return EXIT_OK

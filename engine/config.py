@@ -56,7 +56,8 @@ class Settings(BaseSettings):
     replica_max_lag_ms: int = Field(default=10_000, ge=0)
     #: How often each replica's health and lag are checked (in the background, never by a request).
     replica_check_interval_ms: int = Field(default=2_000, ge=100, le=600_000)
-    rrf_k: int = Field(default=60, ge=1)
+    #: RRF's k when fusion is rrf (QUARRY_RRF_K); None keeps quarry.ranking_defaults()'s.
+    rrf_k: int | None = Field(default=None, ge=1)
 
     voyage_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("QUARRY_VOYAGE_API_KEY", "VOYAGE_API_KEY")

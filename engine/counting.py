@@ -22,7 +22,7 @@ from psycopg.rows import class_row
 from psycopg_pool import ConnectionPool
 
 from engine.embed.base import TEXT_SPACE
-from engine.search import Filters, filters_json
+from engine.retrieval.request import Filters, filters_json
 
 CountMethod = Literal["hybrid", "keyword", "metadata"]
 

@@ -10,6 +10,13 @@
 
 from __future__ import annotations
 
+import uuid
+
+
+def new_error_id() -> str:
+    """A short id to quote when reporting an error whose details only the server log has."""
+    return uuid.uuid4().hex[:16]
+
 
 class QuarryError(Exception):
     """Base of every error Quarry raises on purpose; ``code`` names it for clients."""
@@ -18,7 +25,14 @@ class QuarryError(Exception):
 
 
 class InvalidRequestError(QuarryError):
+    """``argument`` (a path such as ``filters.sdk_dependency.version_satisfies``) and ``rule`` name what to fix."""
+
     code = "INVALID"
+
+    def __init__(self, message: str, *, argument: str | None = None, rule: str | None = None) -> None:
+        super().__init__(message)
+        self.argument = argument
+        self.rule = rule
 
 
 class NotFoundError(QuarryError):
@@ -30,7 +44,13 @@ class BusyError(QuarryError):
 
 
 class UnavailableError(QuarryError):
+    """``error_id`` names the server log entry holding what the message leaves out."""
+
     code = "UNAVAILABLE"
+
+    def __init__(self, message: str, *, error_id: str | None = None) -> None:
+        super().__init__(message)
+        self.error_id = error_id
 
 
 class ProviderError(UnavailableError):

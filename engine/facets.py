@@ -15,7 +15,7 @@ from psycopg.rows import class_row
 from psycopg_pool import ConnectionPool
 
 from engine.ingest.sources import Attribution, SourceKind
-from engine.search import FacetValue, Filters, filters_json
+from engine.retrieval.request import FacetValue, Filters, filters_json
 
 #: Document content types the parsers produce (``ParsedDocument.content_type``).
 CONTENT_TYPES: tuple[str, ...] = ("markdown", "rst", "html", "text", "code")

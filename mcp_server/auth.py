@@ -21,7 +21,8 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engine.api_keys import KeyRejected, KeyVerifier, VerifiedKey
-from mcp_server.envelope import ErrorCode, ToolFailure, new_error_id
+from engine.errors import new_error_id
+from mcp_server.envelope import ErrorCode, ToolFailure
 
 logger = logging.getLogger("quarry.mcp")
 

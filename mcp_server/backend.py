@@ -20,24 +20,11 @@ from engine.config import Settings
 from engine.embed.base import Embedder
 from engine.replicas import ReplicaSet
 from engine.rerank.base import Reranker
+from engine.retrieval.pipeline import RetrievalBackend
 
 
-class Backend(Protocol):
-    @property
-    def settings(self) -> Settings: ...
-
-    @property
-    def pool(self) -> ConnectionPool: ...
-
-    @property
-    def embedders(self) -> Mapping[str, Embedder]:
-        """Embedder per space; reading it may load a model, and may raise if the model cannot load."""
-        ...
-
-    @property
-    def reranker(self) -> Reranker | None:
-        """The configured reranker, or None when there is none (offline without a local model)."""
-        ...
+class Backend(RetrievalBackend, Protocol):
+    """What the tools need: exactly what retrieval needs (settings, pool, embedders, reranker)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ import mcp_types as types
 import psycopg
 import psycopg_pool
 
-from engine.errors import QuarryError
+from engine.errors import InvalidRequestError, QuarryError, UnavailableError, new_error_id
 
 ErrorCode = Literal["INVALID", "NOT_FOUND", "LIMIT", "RATE_LIMITED", "UNAUTHORIZED", "UNAVAILABLE", "INTERNAL",
                    "FLOW_GATE", "BUSY"]
@@ -70,8 +70,6 @@ class ToolFailure(Exception):
         return {"error": error}
 
 
-def new_error_id() -> str:
-    return uuid.uuid4().hex[:16]
 
 
 def internal_failure(error: BaseException, where: str) -> ToolFailure:
@@ -90,7 +88,9 @@ def classify(error: BaseException, where: str) -> ToolFailure:
         code = next((known for known in ERROR_CODES if known == error.code), None)
         if code is None or code == "INTERNAL":
             return internal_failure(error, where)
-        return ToolFailure(code, str(error))
+        if isinstance(error, InvalidRequestError) and error.argument is not None:
+            return ToolFailure(code, str(error), problems=[Problem(error.argument, error.rule or str(error))])
+        return ToolFailure(code, str(error), error_id=error.error_id if isinstance(error, UnavailableError) else None)
     if isinstance(error, psycopg.errors.InvalidParameterValue):
         # raised by Quarry's SQL for a malformed argument (e.g. an unparsable version range);
         # its message names the offending argument, never internal state

@@ -31,13 +31,19 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 
 from engine.facets import CONTENT_TYPES, FACET_KEYS, VERSION_FACETS
 from engine.ingest.sources import Attribution, SourceKind
-from engine.search import FacetValue
+from engine.retrieval.request import (
+    DEFAULT_CODE_MODE,
+    DEFAULT_LIMIT,
+    DEFAULT_MODE,
+    DEFAULT_VERSION_MATCH,
+    CodeMode,
+    FacetValue,
+    VersionMatchMode,
+)
+from engine.retrieval.request import SearchMode as Mode
 from mcp_server import limits
 from mcp_server.envelope import ErrorCode, Problem, ToolFailure
 
-Mode = Literal["hybrid", "fts", "vector"]
-CodeMode = Literal["on", "off", "exclusive"]
-VersionMatchMode = Literal["strict", "permissive"]
 ContentType = Literal["markdown", "rst", "html", "text", "code"]
 FacetKey = Literal["source_slug", "language", "package", "language_target", "sdk_dependency", "kind",
                    "attribution", "content_type", "verified", "deprecated"]
@@ -168,11 +174,12 @@ class SearchArgs(BaseModel):
     model_config = _STRICT
 
     query: QueryText = Field(description="A natural-language question, an identifier or keywords.")
-    mode: Mode = Field(default="hybrid", description="hybrid: keyword + semantic fused (best default); "
+    mode: Mode = Field(default=DEFAULT_MODE, description="hybrid: keyword + semantic fused (best default); "
                        "fts: keyword only, no embedding; vector: semantic only.")
-    code_mode: CodeMode = Field(default="on", description="on: also fuse code-embedding results; off: general "
-                                "embeddings only; exclusive: code embeddings only. Must stay 'on' with mode='fts'.")
-    limit: int = Field(default=10, ge=1, le=limits.MAX_RESULTS, description="Results to return.")
+    code_mode: CodeMode = Field(default=DEFAULT_CODE_MODE,
+                                description="on: also fuse code-embedding results; off: general embeddings only; "
+                                "exclusive: code embeddings only. Must stay 'on' with mode='fts'.")
+    limit: int = Field(default=DEFAULT_LIMIT, ge=1, le=limits.MAX_RESULTS, description="Results to return.")
 
     @field_validator("code_mode")
     @classmethod
@@ -186,16 +193,16 @@ class AdvancedSearchArgs(BaseModel):
     queries: list[QueryText] = Field(min_length=1, max_length=limits.MAX_QUERIES,
                                      description="1-10 phrasings of what you need, fused by reciprocal rank "
                                      "(a repeated query counts once).")
-    mode: Mode = Field(default="hybrid", description="hybrid, fts or vector, as in `search`.")
-    code_mode: CodeMode = Field(default="on", description="on, off or exclusive, as in `search`.")
-    limit: int = Field(default=10, ge=1, le=limits.MAX_RESULTS, description="Results to return.")
+    mode: Mode = Field(default=DEFAULT_MODE, description="hybrid, fts or vector, as in `search`.")
+    code_mode: CodeMode = Field(default=DEFAULT_CODE_MODE, description="on, off or exclusive, as in `search`.")
+    limit: int = Field(default=DEFAULT_LIMIT, ge=1, le=limits.MAX_RESULTS, description="Results to return.")
     rerank: bool = Field(default=True, description="Rerank the fused candidates when a reranker is configured.")
     rerank_instructions: str | None = Field(
         default=None, min_length=1, max_length=limits.MAX_RERANK_INSTRUCTIONS,
         description="What makes a result relevant, for the reranker (e.g. 'prefer API reference over tutorials').")
     filters: Filters | None = Field(default=None, description="Facet filters; discover values with `facets`.")
     version_match: VersionMatchMode = Field(
-        default="permissive", description="strict: drop results whose version constraints do not match; "
+        default=DEFAULT_VERSION_MATCH, description="strict: drop results whose version constraints do not match; "
         "permissive: keep them, ranked lower.")
     preset: Literal["fast", "detailed", "full"] = Field(
         default="detailed", description="fast: no reranking, light results (no confidence_factors or per-leg "

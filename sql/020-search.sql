@@ -95,6 +95,59 @@ $$;
 comment on function quarry.hnsw_scan_depth(int, double precision) is
 'hnsw.ef_search for a vector leg depth rows deep over an index of indexed_vectors: depth + 10, times 1 + 0.75 x log10(vectors / 10k) above 10k vectors, at most 1000.';
 
+create or replace function quarry.ranking_defaults(
+    out fusion text,
+    out vector_weight double precision,
+    out code_vector_weight double precision,
+    out rrf_k int,
+    out candidate_count int,
+    out per_term_depth int
+)
+language sql immutable parallel safe
+set search_path = pg_catalog
+as $$
+    -- The one place these defaults live: quarry.hybrid_search, quarry.search_hits and
+    -- quarry.explain read them, and Python callers leave them out unless they override one.
+    -- Vector weights: prose chosen on SciFact by cross-validation (bench/fusion_weights.py), code
+    -- on CoSQA's dev split; the keyword leg reads per_term_depth postings per query term
+    -- (docs/BENCHMARKS.md, decisions).
+    select 'convex'::text, 0.40::double precision, 0.8::double precision, 60, 50, 750
+$$;
+
+comment on function quarry.ranking_defaults() is
+'The ranking defaults of hybrid search (fusion method, vector weight for prose and code chunks, RRF k, candidates per leg, postings per query term): a null argument of quarry.hybrid_search / quarry.search_hits means this value.';
+
+create or replace function quarry.retrieval_confidence(
+    fused_score double precision,
+    vector_similarity double precision,
+    code_similarity double precision,
+    fusion text,
+    legs int,
+    queries int,
+    rrf_k int
+) returns real
+language sql immutable parallel safe
+set search_path = pg_catalog
+as $$
+    -- Fused scores are relative (the convex fusion normalises each leg by its best hit, so the
+    -- top hit of any query scores near 1 even when nothing relevant exists): confidence blends
+    -- the fused score (half) with an absolute signal, the best query-chunk cosine similarity
+    -- mapped from [0.2, 0.7] (unrelated text to a close paraphrase, for the local model) to
+    -- [0, 1] (half). A hit only the keyword leg found lacks that evidence and stays at or below
+    -- 0.5. RRF scores are divided by the best attainable one (first in every leg for every query).
+    select round(case
+        when fusion = 'rrf' then
+            case when legs * queries > 0
+                 then least(1.0, fused_score / (legs * queries / (rrf_k + 1.0))) else 0 end
+        else 0.5 * least(1.0, greatest(0.0, fused_score))
+             + 0.5 * coalesce(least(1.0, greatest(0.0,
+                   (greatest(vector_similarity, code_similarity) - 0.2) / (0.7 - 0.2))), 0)
+    end::numeric, 4)::real
+$$;
+
+comment on function quarry.retrieval_confidence(double precision, double precision, double precision, text, int, int, int) is
+'How much the retrieval evidence supports a hit, in [0, 1]: half its fused score, half its best cosine similarity mapped from [0.2, 0.7] to [0, 1] (convex fusion); for RRF, the fused score over the best attainable one.';
+
 create or replace function quarry.hybrid_search(
     query_texts text[],
     query_embeddings vector[] default null,
@@ -102,27 +155,29 @@ create or replace function quarry.hybrid_search(
     match_count int default 10,
     filters jsonb default null,
     embedding_space text default 'text',
-    candidate_count int default 50,
-    rrf_k int default 60,
-    per_term_depth int default 750,
-    fusion text default 'convex',
-    vector_weight double precision default 0.40,
-    code_vector_weight double precision default 0.8,
+    candidate_count int default null,
+    rrf_k int default null,
+    per_term_depth int default null,
+    fusion text default null,
+    vector_weight double precision default null,
+    code_vector_weight double precision default null,
     code_embeddings vector[] default null,
-    code_mode text default 'off',
+    code_mode text default 'on',
     version_matching text default 'permissive',
     query_model text default null,
     code_query_model text default null
 ) returns table (
     chunk_id uuid,
     fused_score double precision,
+    confidence real,
     fts_rank int,
     vector_rank int,
     code_rank int,
     fts_score real,
     vector_similarity real,
     code_similarity real,
-    version_degree int
+    version_degree int,
+    failed_legs jsonb
 )
 language plpgsql volatile
 rows 20  -- a page of hits: lets callers join it with nested loops over primary keys
@@ -133,50 +188,82 @@ set plan_cache_mode = force_generic_plan
 as $$
 #variable_conflict use_column
 declare
+    defaults record := quarry.ranking_defaults();
     use_fts boolean := search_mode in ('hybrid', 'fts');
     use_vector boolean := search_mode in ('hybrid', 'vector') and code_mode <> 'exclusive';
     use_code boolean := search_mode in ('hybrid', 'vector') and code_mode in ('on', 'exclusive');
-    depth int := greatest(candidate_count, match_count);
+    depth int;
     resolved_filters jsonb;
     has_version_rules boolean := filters ? 'language_target' or filters ? 'sdk_dependency';
+    query_count int;
+    legs int;
+    -- {"<leg>": {"reason": "error" | "model_mismatch", "detail": "..."}}: the legs left out
+    failures jsonb := '{}';
+    skip_reason text;
     failed_leg text;
 begin
-    if search_mode not in ('hybrid', 'fts', 'vector') then
+    candidate_count := coalesce(candidate_count, defaults.candidate_count);
+    rrf_k := coalesce(rrf_k, defaults.rrf_k);
+    per_term_depth := coalesce(per_term_depth, defaults.per_term_depth);
+    fusion := coalesce(fusion, defaults.fusion);
+    vector_weight := coalesce(vector_weight, defaults.vector_weight);
+    code_vector_weight := coalesce(code_vector_weight, defaults.code_vector_weight);
+    depth := greatest(candidate_count, match_count);
+    if search_mode is null or search_mode not in ('hybrid', 'fts', 'vector') then
         raise exception 'unknown search mode %: expected hybrid, fts or vector', search_mode
             using errcode = 'invalid_parameter_value';
     end if;
-    if code_mode not in ('on', 'off', 'exclusive') then
+    if code_mode is null or code_mode not in ('on', 'off', 'exclusive') then
         raise exception 'unknown code_mode %: expected on, off or exclusive', code_mode
             using errcode = 'invalid_parameter_value';
     end if;
     if fusion not in ('rrf', 'convex') then
         raise exception 'unknown fusion %: expected rrf or convex', fusion using errcode = 'invalid_parameter_value';
     end if;
-    if vector_weight is null or vector_weight < 0 or vector_weight > 1
-       or code_vector_weight is null or code_vector_weight < 0 or code_vector_weight > 1 then
+    if vector_weight < 0 or vector_weight > 1 or code_vector_weight < 0 or code_vector_weight > 1 then
         raise exception 'vector weights must be between 0 and 1' using errcode = 'invalid_parameter_value';
     end if;
-    if match_count < 1 or match_count > 1000 then
+    if rrf_k < 1 or candidate_count < 1 or per_term_depth < 1 then
+        raise exception 'rrf_k, candidate_count and per_term_depth must be positive'
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if match_count is null or match_count < 1 or match_count > 1000 then
         raise exception 'match_count must be between 1 and 1000, got %', match_count
             using errcode = 'invalid_parameter_value';
     end if;
     if coalesce(cardinality(query_texts), 0) = 0 then
         raise exception 'at least one query is required' using errcode = 'invalid_parameter_value';
     end if;
-    use_vector := use_vector and quarry.usable_query_embeddings(
-        query_embeddings, query_texts, embedding_space, required => search_mode = 'vector' and code_mode = 'off',
-        query_model => query_model, leg => 'vector');
-    use_code := use_code and quarry.usable_query_embeddings(
-        code_embeddings, query_texts, 'code', required => search_mode = 'vector' and code_mode = 'exclusive',
-        query_model => code_query_model, leg => 'code');
+    query_count := (select count(distinct t) from unnest(query_texts) t);
+    if use_vector then
+        skip_reason := quarry.query_embeddings_skip_reason(
+            query_embeddings, query_texts, embedding_space,
+            required => search_mode = 'vector' and code_mode = 'off', query_model => query_model);
+        use_vector := skip_reason is null;
+        if skip_reason like 'model_mismatch:%' then
+            failures := failures || jsonb_build_object('vector', jsonb_build_object(
+                'reason', 'model_mismatch', 'detail', substr(skip_reason, 17)));
+        end if;
+    end if;
+    if use_code then
+        skip_reason := quarry.query_embeddings_skip_reason(
+            code_embeddings, query_texts, 'code',
+            required => search_mode = 'vector' and code_mode = 'exclusive', query_model => code_query_model);
+        use_code := skip_reason is null;
+        if skip_reason like 'model_mismatch:%' then
+            failures := failures || jsonb_build_object('code', jsonb_build_object(
+                'reason', 'model_mismatch', 'detail', substr(skip_reason, 17)));
+        end if;
+    end if;
     resolved_filters := quarry.resolve_version_filters(filters, version_matching);
 
     -- A leg that errors (a lock it cannot get, a broken index) must not take the others
-    -- down: the statement is retried without it, and a WARNING names it (clients read
-    -- it as hybrid_leg_failed). Nothing is returned twice: the final ORDER BY consumes
-    -- every leg before the first row is emitted.
+    -- down: the statement is retried without it, and every row's failed_legs names it.
+    -- Nothing is returned twice: the final ORDER BY consumes every leg before the first
+    -- row is emitted.
     loop
         begin
+            legs := use_fts::int + use_vector::int + use_code::int;
             -- Static SQL, so each pooled session plans it once: as dynamic SQL its planning
             -- cost more than running it. Only the vector legs (whose index expression names
             -- the space's dimension) are dynamic, inside quarry.nearest_chunks.
@@ -237,7 +324,7 @@ begin
                        (case when fusion = 'rrf'
                              then 2 * (1 - w.vector) * coalesce(f.rrf, 0) + 2 * w.vector * coalesce(v.rrf, 0)
                              else ((1 - w.vector) * coalesce(f.normalized, 0) + w.vector * coalesce(v.normalized, 0))
-                                  / (select count(*) from queries)
+                                  / query_count
                         end * case w.degree when 3 then 0.9 when 2 then 0.8 when 1 then 0.5 else 1 end
                             * case when w.deprecated then 0.5 else 1 end
                        )::double precision as fused_score,
@@ -265,12 +352,22 @@ begin
                     where c.id = coalesce(f.chunk_id, v.chunk_id)
                 ) w
             )
-            select fused.chunk_id, fused.fused_score, fused.fts_rank, fused.vector_rank, fused.code_rank,
-                   fused.fts_score, fused.vector_similarity, fused.code_similarity, fused.degree
+            select fused.chunk_id, fused.fused_score,
+                   quarry.retrieval_confidence(fused.fused_score, fused.vector_similarity, fused.code_similarity,
+                                               fusion, legs, query_count, rrf_k),
+                   fused.fts_rank, fused.vector_rank, fused.code_rank,
+                   fused.fts_score, fused.vector_similarity, fused.code_similarity, fused.degree,
+                   nullif(failures, '{}')
             from fused
             order by fused.fused_score desc, coalesce(fused.fts_rank, 2147483647),
                      coalesce(fused.vector_rank, fused.code_rank, 2147483647), fused.chunk_id
             limit match_count;
+            if not found and failures <> '{}' then
+                -- no hit, but a leg sat out: one row without a chunk says which, so an empty
+                -- answer is not mistaken for a complete one
+                return query select null::uuid, null::double precision, null::real, null::int, null::int,
+                                    null::int, null::real, null::real, null::real, null::int, failures;
+            end if;
             return;
         exception
             when invalid_parameter_value or query_canceled then
@@ -283,8 +380,9 @@ begin
                    or (use_fts::int + use_vector::int + use_code::int) <= 1 then
                     raise;  -- nothing to fall back on: report the real error
                 end if;
-                raise warning 'quarry: hybrid_leg_failed=%', failed_leg
-                    using detail = sqlerrm, errcode = '01000';
+                -- the database's message goes to the server log, not to clients
+                raise log 'quarry: search leg % failed: %', failed_leg, sqlerrm;
+                failures := failures || jsonb_build_object(failed_leg, jsonb_build_object('reason', 'error'));
                 use_fts := use_fts and failed_leg <> 'fts';
                 use_vector := use_vector and failed_leg <> 'vector';
                 use_code := use_code and failed_leg <> 'code';
@@ -294,12 +392,12 @@ end
 $$;
 
 comment on function quarry.hybrid_search(text[], vector[], text, int, jsonb, text, int, int, int, text, double precision, double precision, vector[], text, text, text, text) is
-'Hybrid retrieval in one statement: per query a BM25 leg, a vector leg and (code_mode on/exclusive) a code-space vector leg, facet and version filters applied inside each leg before top-k, fused across legs and queries by weighted RRF or a convex combination of per-query normalised scores. A failing leg, or one whose query_model differs from the space''s model, is dropped with a WARNING "quarry: hybrid_leg_failed=<leg>" ("hybrid_leg_skipped" for a model mismatch, the reason in its detail).';
+'Hybrid retrieval in one statement: per query a BM25 leg, a vector leg and (code_mode on/exclusive, given code_embeddings) a code-space vector leg, facet and version filters applied inside each leg before top-k, fused across legs and queries by a convex combination of per-query normalised scores or weighted RRF. Null ranking arguments take quarry.ranking_defaults(). A leg that errors, or whose query_model differs from its space''s model, is left out and named in failed_legs ({"<leg>": {"reason": "error" | "model_mismatch", "detail"}}); with no hit and a failed leg, one row with a null chunk_id carries failed_legs.';
 
-create or replace function quarry.usable_query_embeddings(
+create or replace function quarry.query_embeddings_skip_reason(
     embeddings vector[], query_texts text[], space text, required boolean default false,
-    query_model text default null, leg text default 'vector'
-) returns boolean
+    query_model text default null
+) returns text
 language plpgsql stable
 set search_path = quarry, public, pg_catalog
 as $$
@@ -311,7 +409,7 @@ begin
             raise exception 'vector mode needs query embeddings for space %', space
                 using errcode = 'invalid_parameter_value';
         end if;
-        return false;
+        return 'absent';
     end if;
     if cardinality(embeddings) <> cardinality(query_texts) then
         raise exception 'got % query embeddings for % queries in space %',
@@ -319,26 +417,24 @@ begin
     end if;
     select * into serving from quarry.embedding_spaces where serves = space;
     if not found then
-        return false;  -- nothing embedded in this space yet
+        return 'empty space';  -- nothing embedded in this space yet
     end if;
     if query_model is not null and query_model <> serving.model then
         -- e.g. a server still configured for the model a re-embed replaced: comparing
         -- vectors of two models would rank noise, so the leg sits out and says why
-        raise warning 'quarry: hybrid_leg_skipped=%', leg
-            using detail = format('space %s is embedded with %s; queries were embedded with %s',
-                                  space, serving.model, query_model);
-        return false;
+        return format('model_mismatch: space %s is embedded with %s; queries were embedded with %s',
+                      space, serving.model, query_model);
     end if;
     if vector_dims(embeddings[1]) <> serving.dimension then
         raise exception 'query embeddings have % dimensions, space % has %',
             vector_dims(embeddings[1]), space, serving.dimension using errcode = 'invalid_parameter_value';
     end if;
-    return true;
+    return null;
 end
 $$;
 
-comment on function quarry.usable_query_embeddings(vector[], text[], text, boolean, text, text) is
-'Whether query embeddings can drive a vector leg in a space: false when absent (unless required), the space is empty, or (with a WARNING) embedded by another model; raises on a count or dimension mismatch.';
+comment on function quarry.query_embeddings_skip_reason(vector[], text[], text, boolean, text) is
+'Why query embeddings cannot drive a vector leg in a space (null when they can): absent (unless required: then it raises), empty space, or model_mismatch: <detail> when the space holds another model; raises on a count or dimension mismatch.';
 
 create or replace function quarry.failing_search_leg(
     query_texts text[], query_embeddings vector[], code_embeddings vector[], embedding_space text,

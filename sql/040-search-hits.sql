@@ -7,13 +7,13 @@ create or replace function quarry.search_hits(
     match_count int default 10,
     filters jsonb default null,
     embedding_space text default 'text',
-    candidate_count int default 50,
-    rrf_k int default 60,
-    fusion text default 'convex',
-    vector_weight double precision default 0.40,
-    code_vector_weight double precision default 0.8,
+    candidate_count int default null,
+    rrf_k int default null,
+    fusion text default null,
+    vector_weight double precision default null,
+    code_vector_weight double precision default null,
     code_embeddings vector[] default null,
-    code_mode text default 'off',
+    code_mode text default 'on',
     version_matching text default 'permissive',
     query_model text default null,
     code_query_model text default null
@@ -39,6 +39,7 @@ create or replace function quarry.search_hits(
     language text,
     is_code boolean,
     fused_score double precision,
+    confidence real,
     fts_rank int,
     vector_rank int,
     code_rank int,
@@ -46,7 +47,8 @@ create or replace function quarry.search_hits(
     vector_similarity real,
     code_similarity real,
     version_match text,
-    trust json
+    trust json,
+    failed_legs jsonb
 )
 language plpgsql volatile
 set search_path = quarry, public, pg_catalog
@@ -62,21 +64,23 @@ begin
     select d.chunk_id, d.document_id, d.source_slug, d.source_name, d.source_kind, d.attribution,
            d.verified, d.deprecated, d.changed_at, d.path, d.title, d.url,
            d.heading_path, d.symbol_path, d.start_line, d.end_line, d.content, d.content_type, d.language,
-           d.is_code, h.fused_score, h.fts_rank, h.vector_rank, h.code_rank, h.fts_score, h.vector_similarity,
+           d.is_code, h.fused_score, h.confidence, h.fts_rank, h.vector_rank, h.code_rank, h.fts_score, h.vector_similarity,
            h.code_similarity, quarry.version_match_label(h.version_degree),
            quarry.weighted_trust(d.attribution, d.verified, d.deprecated, d.source_kind, d.changed_at,
-                                 quarry.version_match_label(h.version_degree), now(), weights)
+                                 quarry.version_match_label(h.version_degree), now(), weights),
+           h.failed_legs
     from quarry.hybrid_search(query_texts, query_embeddings, search_mode, match_count, filters,
                               embedding_space, candidate_count, rrf_k,
                               fusion => fusion, vector_weight => vector_weight,
                               code_vector_weight => code_vector_weight, code_embeddings => code_embeddings,
                               code_mode => code_mode, version_matching => version_matching,
                               query_model => query_model, code_query_model => code_query_model) h
-    join quarry.chunk_details d on d.chunk_id = h.chunk_id
-    order by h.fused_score desc, coalesce(h.fts_rank, 2147483647),
+    -- left join: hybrid_search's failure-only row (null chunk_id) comes through
+    left join quarry.chunk_details d on d.chunk_id = h.chunk_id
+    order by h.fused_score desc nulls last, coalesce(h.fts_rank, 2147483647),
              coalesce(h.vector_rank, h.code_rank, 2147483647), h.chunk_id;
 end
 $$;
 
 comment on function quarry.search_hits(text[], vector[], text, int, jsonb, text, int, int, text, double precision, double precision, vector[], text, text, text, text) is
-'hybrid_search joined to chunk, document and source fields: ranked result rows ready to show, with version_match (exact, compatible, unknown or mismatch) and trust (score and factors, see quarry.trust_factors).';
+'hybrid_search joined to chunk, document and source fields: ranked result rows ready to show, with confidence, version_match (exact, compatible, unknown or mismatch), trust (score and factors, see quarry.trust_factors) and failed_legs (legs left out; with no hit, a single row whose chunk_id is null). Null ranking arguments take quarry.ranking_defaults().';

@@ -192,7 +192,8 @@ begin
     end if;
     return next;
 
-    vector_weight := case when hit.is_code then 0.8 else 0.40 end;
+    select case when hit.is_code then d.code_vector_weight else d.vector_weight end into vector_weight
+    from quarry.ranking_defaults() d;
     step := 'fusion';
     detail := jsonb_build_object(
         'method', 'convex: (1 - w) * fts normalized + w * vector normalized, per query',

@@ -16,8 +16,9 @@ from engine.db import READER_ROLE, open_pool
 from engine.embed.base import SPACES, Embedder
 from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
-from engine.search import SearchHit, search
+from engine.retrieval.hits import SearchHit
 from tests.corpus import write_corpus
+from tests.searching import search
 
 QUERY = "partial index"
 
@@ -31,7 +32,7 @@ def corpus(pool: ConnectionPool, local_embedder: Embedder, tmp_path: Path) -> Co
 
 
 def _hits(pool: ConnectionPool, query: str = QUERY) -> list[SearchHit]:
-    return search(pool, None, query, mode="fts", limit=20).hits
+    return search(pool, None, query, mode="fts", limit=20)
 
 
 def _first(hits: list[SearchHit], slug: str, path: str = "docs/indexes.md") -> tuple[int, SearchHit]:
@@ -89,7 +90,7 @@ def test_deprecating_one_document_marks_its_chunks(corpus: ConnectionPool) -> No
     _sql(corpus, "select quarry.deprecate_document('mirror', 'docs/indexes.md')")
     _, hit = _first(_hits(corpus), "mirror")
     assert hit.deprecated and hit.trust["score"] <= 0.2
-    filtered = search(corpus, None, QUERY, mode="fts", filters={"deprecated": {"any_of": [False]}}).hits
+    filtered = search(corpus, None, QUERY, mode="fts", filters={"deprecated": {"any_of": [False]}})
     assert ("mirror", "docs/indexes.md") not in {(h.source_slug, h.path) for h in filtered}
     with pytest.raises(psycopg.errors.NoDataFound, match="has no document"):
         _sql(corpus, "select quarry.deprecate_document('mirror', 'nope.md')")
@@ -140,7 +141,7 @@ def test_search_text_and_explain_work_from_psql(corpus: ConnectionPool) -> None:
 
 def test_explain_reports_the_vector_rank_given_an_embedding(corpus: ConnectionPool, local_embedder: Embedder) -> None:
     vector = local_embedder.embed_queries([QUERY])[0]
-    hit = search(corpus, local_embedder, QUERY, mode="vector", limit=1).hits[0]
+    hit = search(corpus, local_embedder, QUERY, mode="vector", limit=1)[0]
     with corpus.connection() as conn:
         steps = dict(conn.execute("select step, detail from quarry.explain(%s, %s, %s)",
                                   (hit.chunk_id, QUERY, Vector(vector))).fetchall())

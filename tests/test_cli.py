@@ -30,8 +30,8 @@ def test_ingest_search_and_psql(database_url: str, model_cache: Path, tmp_path: 
 
     search = _quarry(database_url, model_cache, "search", "partial index", "--mode", "fts", "--json", "--limit", "2")
     assert search.returncode == 0, search.stderr
-    hits = json.loads(search.stdout)
-    assert hits[0]["path"] == "docs/indexes.md" and hits[0]["source_slug"] == "cli-test"
+    results = json.loads(search.stdout)["results"]
+    assert results[0]["path"] == "docs/indexes.md" and results[0]["source"]["slug"] == "cli-test"
 
     psql = _quarry(database_url, model_cache, "psql", "-At", "-c", "select slug from quarry.source_stats")
     assert psql.returncode == 0, psql.stderr

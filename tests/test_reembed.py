@@ -16,8 +16,8 @@ from engine.errors import ProviderError
 from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
 from engine.reembed import reembed_space
-from engine.search import search
 from tests.corpus import FILES, write_corpus
+from tests.searching import search_outcome as search
 
 QUERY = "parse a user id"
 
@@ -71,7 +71,7 @@ def test_reembed_resumes_keeps_serving_the_old_vectors_then_switches(
     assert spaces["code"][:2] == ("code", local_embedder.model_name)
     assert spaces["code_g2"] == (None, "hashed-words-64", 1)
     during = search(pool, None, QUERY, code_embedder=local_embedder, code_mode="exclusive", mode="vector").hits
-    assert [hit.chunk_id for hit in during] == [hit.chunk_id for hit in before]
+    assert [ranked.hit.chunk_id for ranked in during] == [ranked.hit.chunk_id for ranked in before]
 
     # an ingest meanwhile adds a code chunk: the resumed run embeds it before switching
     (root / "src" / "extra.py").write_text("def parse_order_id(text: str) -> int:\n    return int(text)\n")
@@ -85,10 +85,11 @@ def test_reembed_resumes_keeps_serving_the_old_vectors_then_switches(
 
     new_model = HashedWords()
     after = search(pool, None, QUERY, code_embedder=new_model, code_mode="exclusive", mode="vector")
-    assert after.hits and after.failed_legs == {} and all(hit.code_rank is not None for hit in after.hits)
+    assert after.hits and not after.degradation.degraded
+    assert all(ranked.hit.code_rank is not None for ranked in after.hits)
     # a server still embedding queries with the old model gets no code leg, and is told why
     stale = search(pool, local_embedder, QUERY, code_embedder=local_embedder, code_mode="on")
-    assert "hashed-words-64" in stale.failed_legs["code"] and stale.hits
+    assert "hashed-words-64" in stale.degradation.failed_legs["code"] and stale.hits
 
     # ingest now needs the new model for the code space, and writes to the serving generation
     with pytest.raises(Exception, match="reembed --space code"):

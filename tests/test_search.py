@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 from uuid import UUID
 
 import pytest
@@ -10,18 +9,10 @@ from psycopg_pool import ConnectionPool
 from engine.embed.base import Embedder
 from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
-from engine.search import SearchHit
-from engine.search import search as search_outcome
 from tests.corpus import write_corpus
+from tests.searching import search
 
 RRF_K = 60
-
-
-def search(*args: Any, **kwargs: Any) -> list[SearchHit]:
-    """The hits of a search (these tests never see a failed leg)."""
-    outcome = search_outcome(*args, **kwargs)
-    assert outcome.failed_legs == {}
-    return outcome.hits
 
 
 @pytest.fixture()
@@ -37,7 +28,7 @@ def corpus(pool: ConnectionPool, local_embedder: Embedder, tmp_path: Path) -> Co
 def test_each_mode_finds_the_partial_index_section(
     corpus: ConnectionPool, local_embedder: Embedder, mode: str
 ) -> None:
-    hits = search(corpus, local_embedder, "how do I create a partial index", mode=mode, limit=3,  # type: ignore[arg-type]
+    hits = search(corpus, local_embedder, "how do I create a partial index", mode=mode, limit=3,
                   sources=["sample"])
     assert hits, mode
     assert hits[0].path == "docs/indexes.md"

@@ -24,15 +24,13 @@ Decisions:
   best chunk (first occurrence), as in the benchmarks. Each query ranks ``--chunk-depth``
   chunks (200, both legs as deep) and is searched again twice as deep until 100
   distinct documents are filled, the corpus runs out, or 1000 chunks (the SQL limit).
-* **Which search.** ``engine.search.search``, the function the MCP tools call, with the
-  configured embedders (``Runtime().embedders``), convex fusion, ``code_mode`` on (the
-  MCP default) and the configured ``rrf_k``; ``--mode``/``--code-mode``/``--source``
-  narrow it. Queries are embedded up front, one batch per model. The figures measure
-  the fused retrieval order: the reranker, when configured, is not applied (the MCP
-  tool reranks its first 30 chunks). With a deeper chunk list the vector leg's
-  min-max normalisation spans more rows, so a top 10 can differ slightly from the MCP
-  tool's (which ranks 50 candidates); the same holds for bench/quality.py, whose
-  figures these match.
+* **Which search.** The retrieval pipeline MCP serves (``engine.retrieval.pipeline.retrieve``)
+  at MCP's defaults: the configured embedders and reranker, ``code_mode`` on, the SQL
+  ranking defaults; ``--mode``/``--code-mode``/``--source`` narrow it. The one
+  difference is depth: each query ranks the chunk list (200), so both legs go that deep
+  where MCP's ``search`` ranks 50 candidates per leg, and the vector leg's min-max
+  normalisation spans more rows; a top 10 can differ slightly from the MCP tool's.
+  A reranker, when configured, reorders the first 30-50 chunks as MCP's does.
 * **Scoring.** Queries with at least one judgment > 0 are scored (trec_eval skips the
   rest); a judged query missing from the queries file is an error, a query without
   judgments is ignored (both counted in the notes). Means are rounded to 4 decimals,

@@ -76,17 +76,15 @@ def run_eval(runtime: Runtime, args: argparse.Namespace) -> int:
         raise InvalidRequestError("--chunk-depth must be between 10 and 1000")
     queries, qrels = load_queries(args.queries), load_qrels(args.qrels)
     settings = EvalSettings(mode=args.mode, code_mode=args.code_mode, doc_id=args.doc_id,
-                            sources=tuple(dict.fromkeys(args.source)), chunk_depth=args.chunk_depth,
-                            rrf_k=runtime.settings.rrf_k)
+                            sources=tuple(dict.fromkeys(args.source)), chunk_depth=args.chunk_depth)
     thresholds = {metric: getattr(args, option) for option, metric in THRESHOLDS.items()}
-    embedders = {} if args.mode == "fts" else runtime.embedders
     show_progress = sys.stderr.isatty() and not args.json
 
     def progress(done: int, total: int) -> None:
         if show_progress and (done == total or done % 10 == 0):
             print(f"\r\033[K  {done}/{total} queries", end="", file=sys.stderr, flush=True)
 
-    report = evaluate_corpus(runtime.pool, embedders, queries, qrels, settings, thresholds, progress)
+    report = evaluate_corpus(runtime, queries, qrels, settings, thresholds, progress)
     if show_progress:
         print("\r\033[K", end="", file=sys.stderr)
     if args.json:

@@ -10,30 +10,29 @@ from typing import Any, Literal
 
 from psycopg_pool import ConnectionPool
 
-from engine.embed.base import CODE_SPACE, TEXT_SPACE, Embedder
 from engine.errors import InvalidRequestError
 from engine.evaluation.metrics import METRICS, Qrels, evaluate, first_occurrences, per_query
-from engine.search import CodeMode, SearchHit, SearchMode, search
+from engine.retrieval.hits import SearchHit
+from engine.retrieval.pipeline import RetrievalBackend, retrieve
+from engine.retrieval.request import DEFAULT_CODE_MODE, DEFAULT_MODE, MAX_DEPTH, CodeMode, SearchMode, SearchRequest
 
 DocId = Literal["path", "stem"]
 #: Documents ranked per query: the deepest cutoff of ``METRICS`` (R@100).
 DOCUMENT_DEPTH = max(cutoff for _, _, cutoff in METRICS)
-#: ``quarry.hybrid_search`` ranks at most this many chunks in one call.
-MAX_CHUNK_DEPTH = 1000
+MAX_CHUNK_DEPTH = MAX_DEPTH
 
 
 @dataclass(frozen=True, slots=True)
 class EvalSettings:
-    """How the queries are searched and how hits become judged documents."""
+    """How the queries are searched (the MCP defaults) and how hits become judged documents."""
 
-    mode: SearchMode = "hybrid"
-    code_mode: CodeMode = "on"
+    mode: SearchMode = DEFAULT_MODE
+    code_mode: CodeMode = DEFAULT_CODE_MODE
     doc_id: DocId = "path"
     sources: tuple[str, ...] = ()
     #: Chunks (and candidates per leg) ranked per query before documents are deduplicated,
     #: as bench/quality.py does; a query filling fewer than 100 documents is rerun deeper.
     chunk_depth: int = 200
-    rrf_k: int = 60
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,17 +114,16 @@ def rank_documents(hits: Iterable[SearchHit], judged: Collection[str], doc_id: D
 
 
 def evaluate_corpus(
-    pool: ConnectionPool,
-    embedders: Mapping[str, Embedder],
+    backend: RetrievalBackend,
     queries: Mapping[str, str],
     qrels: Qrels,
     settings: EvalSettings,
     thresholds: Mapping[str, float | None] | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> EvalReport:
-    """Search every judged query of ``qrels`` and score the rankings against it.
+    """Search every judged query of ``qrels`` through the retrieval pipeline and score the rankings.
 
-    ``embedders`` maps spaces to query embedders (unused in fts mode). Raises
+    The search is MCP's (``engine.retrieval.pipeline.retrieve``, its reranker included). Raises
     ``InvalidRequestError`` when a judged query is not in ``queries``, a source does not exist, or
     the searched corpus is empty: a gate must not pass or fail on a misconfiguration.
     """
@@ -139,9 +137,9 @@ def evaluate_corpus(
         raise InvalidRequestError(f"{len(lacking)} judged queries are not in the queries file, e.g. "
                                   f"{', '.join(map(repr, lacking[:3]))}")
     judged = {doc for judgments in scored.values() for doc in judgments}
-    corpus = _corpus_ids(pool, settings)
+    corpus = _corpus_ids(backend.pool, settings)
     texts = [queries[query_id] for query_id in scored]
-    searcher = _Searcher(pool, embedders, texts, settings)
+    searcher = _Searcher(backend, texts, settings)
     run: dict[str, list[str]] = {}
     for index, query_id in enumerate(scored):
         run[query_id] = searcher.documents(index, judged)
@@ -165,20 +163,10 @@ def evaluate_corpus(
 
 
 class _Searcher:
-    """One query at a time through ``engine.search.search``, queries embedded up front in one batch per model."""
+    """One query at a time through the retrieval pipeline, as deep as the ranking needs."""
 
-    def __init__(self, pool: ConnectionPool, embedders: Mapping[str, Embedder], texts: Sequence[str],
-                 settings: EvalSettings) -> None:
-        self.pool, self.settings, self.texts = pool, settings, texts
-        vector_search = settings.mode != "fts"
-        self.code_mode: CodeMode = settings.code_mode if vector_search else "off"
-        self.text = embedders[TEXT_SPACE] if vector_search and self.code_mode != "exclusive" else None
-        self.code = embedders[CODE_SPACE] if vector_search and self.code_mode != "off" else None
-        self.text_vectors = self.text.embed_queries(texts) if self.text is not None else None
-        self.code_vectors = (
-            self.text_vectors if self.code is self.text and self.text_vectors is not None
-            else self.code.embed_queries(texts) if self.code is not None else None
-        )
+    def __init__(self, backend: RetrievalBackend, texts: Sequence[str], settings: EvalSettings) -> None:
+        self.backend, self.settings, self.texts = backend, settings, texts
         self.failed_legs: dict[str, str] = {}
         self.capped = 0  # queries short of 100 documents at the deepest search (not merely a small corpus)
 
@@ -196,19 +184,14 @@ class _Searcher:
         return ranking
 
     def _search(self, index: int, depth: int) -> list[SearchHit]:
-        one = slice(index, index + 1)
-        outcome = search(
-            self.pool, None, self.texts[index],
-            query_vectors=self.text_vectors[one] if self.text_vectors is not None else None,
-            code_vectors=self.code_vectors[one] if self.code_vectors is not None else None,
-            code_mode=self.code_mode, mode=self.settings.mode, limit=depth, candidates=depth,
-            sources=list(self.settings.sources) or None, rrf_k=self.settings.rrf_k,
-            query_model=self.text.model_name if self.text is not None else None,
-            code_query_model=self.code.model_name if self.code is not None else None,
-        )
-        for leg, reason in outcome.failed_legs.items():
+        # Deeper than MCP's 50 rows: both legs go as deep as the chunk list (SQL ranks
+        # max(candidates, limit) per leg), so the vector leg's normalisation spans more rows.
+        request = SearchRequest((self.texts[index],), self.settings.mode, self.settings.code_mode, limit=depth,
+                                sources=self.settings.sources)
+        retrieval = retrieve(self.backend, request)
+        for leg, reason in retrieval.degradation.failed_legs.items():
             self.failed_legs.setdefault(leg, reason)
-        return outcome.hits
+        return [ranked.hit for ranked in retrieval.hits]
 
 
 def _corpus_ids(pool: ConnectionPool, settings: EvalSettings) -> set[str]:

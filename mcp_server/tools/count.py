@@ -9,11 +9,12 @@ from pydantic import BaseModel, Field
 
 from engine.counting import COUNT_BOUND, SIMILARITY_FLOOR, DocumentCount, count_documents
 from engine.embed.base import TEXT_SPACE
-from engine.search import Filters as EngineFilters
+from engine.retrieval.degradation import Degradation, embed_queries
+from engine.retrieval.pipeline import check_version_ranges
+from engine.retrieval.request import Filters as EngineFilters
 from mcp_server.bounds import bounded_json
 from mcp_server.schemas import _STRICT, Filters, QueryText
 from mcp_server.tools import ToolContext, ToolSpec, one_token
-from mcp_server.tools.retrieval import Degradation, check_version_ranges, embed_queries, leg_summary
 
 
 class CountArgs(BaseModel):
@@ -26,11 +27,11 @@ class CountArgs(BaseModel):
 
 def count_payload(context: ToolContext, query: str, filters: EngineFilters | None) -> dict[str, Any]:
     """The ``count`` response (small: no size bound needed beyond the sample of five)."""
-    check_version_ranges(context, filters)
+    check_version_ranges(context.backend.pool, filters)
     degradation = Degradation()
 
     def embed(text: str) -> list[float] | None:
-        vectors = embed_queries(context, TEXT_SPACE, [text], degradation)
+        vectors = embed_queries(context.backend, TEXT_SPACE, [text], degradation)
         return list(vectors[0]) if vectors is not None else None
 
     counted = count_documents(context.backend.pool, query, embed=embed, filters=filters)
@@ -44,9 +45,7 @@ def count_payload(context: ToolContext, query: str, filters: EngineFilters | Non
         "vector_documents": counted.vector_documents,
         "explanation": _explain(counted),
         "sample": _sample(context, counted.sample),
-        "degraded": bool(degradation.reasons),
-        "degradation_reason": "; ".join(degradation.reasons) or None,
-        "hybrid_leg_failed": leg_summary(degradation.failed_legs),
+        **degradation.fields(),
     }
     if filters:
         payload["filters"] = filters

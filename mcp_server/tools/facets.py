@@ -5,15 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from engine.facets import FIXED_FACETS, facet_values
+from engine.retrieval.pipeline import check_version_ranges
 from mcp_server.bounds import bounded_json
 from mcp_server.schemas import FacetsArgs
 from mcp_server.tools import ToolContext, ToolSpec, one_token
-from mcp_server.tools.search import check_version_ranges
 
 
 def run_facets(context: ToolContext, args: FacetsArgs) -> str:
     filters = args.filters.as_engine_filters() if args.filters is not None else None
-    check_version_ranges(context, filters)
+    check_version_ranges(context.backend.pool, filters)
     summaries = facet_values(context.backend.pool, [args.facet] if args.facet is not None else None,
                              filters=filters or None, prefix=args.prefix, limit=args.limit)
     facets: dict[str, dict[str, Any]] = {}

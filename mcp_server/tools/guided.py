@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, StringConstraints
 
 from engine.errors import InvalidRequestError
+from engine.retrieval.request import NO_RERANK_REQUESTED, SearchRequest
 from engine.routing import recommended
 from engine.suggestions import Suggestion, suggest_query_params
 from mcp_server.bounds import bounded_json
@@ -24,7 +25,6 @@ from mcp_server.schemas import _STRICT, Filters, QueryText
 from mcp_server.tools import ToolContext, ToolSpec
 from mcp_server.tools.count import count_payload
 from mcp_server.tools.presets import FAST_NO_RERANK, Preset
-from mcp_server.tools.retrieval import SearchPlan
 from mcp_server.tools.routing import ranked_row, route
 from mcp_server.tools.search import search_payload
 
@@ -84,10 +84,10 @@ def run_guided_query(context: ToolContext, args: GuidedQueryArgs) -> str:
         droppable.append(result["sample"])
     else:
         fast = tool == "fast"
-        plan = SearchPlan([args.user_query], "hybrid", "on", args.top_k or DEFAULT_TOP_K, not fast, None,
-                          filters or None, "permissive",
-                          no_rerank_reason=FAST_NO_RERANK if fast else "rerank=false was requested")
-        result, texts = search_payload(context, plan, tool)
+        request = SearchRequest((args.user_query,), limit=args.top_k or DEFAULT_TOP_K, rerank=not fast,
+                                filters=filters or None,
+                                no_rerank_reason=FAST_NO_RERANK if fast else NO_RERANK_REQUESTED)
+        result, texts = search_payload(context, request, tool)
         trace["rerank"] = {"reranked": result["reranked"], "skipped_reason": result["rerank_skipped_reason"]}
         droppable.append(result["results"])
     if degraded:

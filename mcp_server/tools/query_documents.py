@@ -8,13 +8,14 @@ from uuid import UUID
 
 from pydantic import BaseModel, Field
 
+from engine.retrieval.pipeline import RERANK_CANDIDATES, retrieve
+from engine.retrieval.request import SearchRequest
 from engine.whole_documents import DEFAULT_CHUNKS_PER_DOCUMENT, MAX_CHUNKS_PER_DOCUMENT, merged_documents
 from mcp_server.bounds import bounded_json
 from mcp_server.envelope import to_json
 from mcp_server.limits import MAX_RESPONSE_BYTES, MAX_RESULTS
 from mcp_server.schemas import _STRICT, Filters, QueryText
 from mcp_server.tools import ToolContext, ToolSpec, one_token
-from mcp_server.tools.retrieval import RERANK_CANDIDATES, SearchPlan, retrieve
 
 MAX_DOCUMENTS = 20
 #: Chunks retrieved (and reranked) per document asked for: a document's best chunk is rarely alone.
@@ -35,11 +36,10 @@ class QueryDocumentsArgs(BaseModel):
 def run_query_documents(context: ToolContext, args: QueryDocumentsArgs) -> str:
     filters = args.filters.as_engine_filters() if args.filters is not None else None
     depth = min(MAX_RESULTS, max(RERANK_CANDIDATES, args.top_k * CHUNKS_PER_DOCUMENT_WANTED))
-    retrieval = retrieve(context, SearchPlan([args.query_text], "hybrid", "on", depth, True, None, filters or None,
-                                             "permissive"))
+    retrieval = retrieve(context.backend, SearchRequest((args.query_text,), limit=depth, filters=filters or None))
     best: dict[str, dict[str, Any]] = {}
     matched: dict[str, int] = {}
-    for row in retrieval.results:  # best first: a document's first row is its best chunk
+    for row in (hit.as_row() for hit in retrieval.hits):  # best first: a document's first row is its best chunk
         best.setdefault(row["document_id"], row)
         matched[row["document_id"]] = matched.get(row["document_id"], 0) + 1
     chosen = list(best.values())[:args.top_k]
@@ -72,12 +72,12 @@ def run_query_documents(context: ToolContext, args: QueryDocumentsArgs) -> str:
     payload: dict[str, Any] = {
         "documents": documents,
         "document_count": len(documents),
-        "chunks_retrieved": len(retrieval.results),
+        "chunks_retrieved": len(retrieval.hits),
         **retrieval.status(),
         "truncated": False,
     }
-    if retrieval.rerank_note:
-        payload["notes"] = [retrieval.rerank_note]
+    if retrieval.rerank.note:
+        payload["notes"] = [retrieval.rerank.note]
     if filters:
         payload["filters"] = filters
     # bounded_json cuts fields named `content`; a document's field is `merged_content`, a few bytes longer

@@ -7,11 +7,11 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from engine.embed.base import TEXT_SPACE
+from engine.retrieval.degradation import Degradation, embed_queries
 from engine.routing import CENTROID_SAMPLE, WEIGHTS, RankedSource, rank_sources, recommended
 from mcp_server.bounds import bounded_json
 from mcp_server.schemas import _STRICT, QueryText
 from mcp_server.tools import ToolContext, ToolSpec, one_token
-from mcp_server.tools.retrieval import Degradation, embed_queries, leg_summary
 
 MAX_ROUTED_SOURCES = 5
 
@@ -26,7 +26,7 @@ class RouteSourcesArgs(BaseModel):
 def route(context: ToolContext, query: str) -> tuple[list[RankedSource], Degradation]:
     """Every source ranked for ``query``; a failed query embedding leaves the centroid signal out."""
     degradation = Degradation()
-    vectors = embed_queries(context, TEXT_SPACE, [query], degradation)
+    vectors = embed_queries(context.backend, TEXT_SPACE, [query], degradation)
     ranked = rank_sources(context.backend.pool, query, query_vector=list(vectors[0]) if vectors is not None else None)
     return ranked, degradation
 
@@ -65,9 +65,7 @@ def run_route_sources(context: ToolContext, args: RouteSourcesArgs) -> str:
         "source_count": len(ranked),
         "recommended_source": best.signals.slug if best is not None else None,
         "explanation": explanation,
-        "degraded": bool(degradation.reasons),
-        "degradation_reason": "; ".join(degradation.reasons) or None,
-        "hybrid_leg_failed": leg_summary(degradation.failed_legs),
+        **degradation.fields(),
         "truncated": False,
     }
     return bounded_json(payload, [], droppable=[rows], dropped_key="omitted_sources")

@@ -1,7 +1,7 @@
 """``search`` and ``advanced_search``: hybrid retrieval, reranking, confidence, trust and honest degradation.
 
 The retrieval itself (embedding, the SQL call, reranking, degradation) is
-``mcp_server.tools.retrieval``; this module turns it into the two tools' responses,
+``engine.retrieval.pipeline``, as for every surface; this module turns it into the two tools' responses,
 shaped by ``advanced_search``'s ``preset`` (see ``mcp_server.tools.presets``).
 """
 
@@ -9,77 +9,54 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.search import Filters, version_hint
+from engine.retrieval.pipeline import retrieve
+from engine.retrieval.request import NO_RERANK_REQUESTED, SearchRequest
+from engine.retrieval.version_hint import has_version_rule, version_hint
 from mcp_server.bounds import bounded_json
 from mcp_server.schemas import AdvancedSearchArgs, SearchArgs
 from mcp_server.tools import ToolContext, ToolSpec
 from mcp_server.tools.presets import FAST_NO_RERANK, Preset, shape_results
-from mcp_server.tools.retrieval import NO_RERANKER, SearchPlan, check_version_ranges, retrieve
 
-__all__ = ["ADVANCED_SEARCH", "SEARCH", "check_version_ranges", "run_advanced_search", "run_search",
-           "search_payload"]
+__all__ = ["ADVANCED_SEARCH", "SEARCH", "run_advanced_search", "run_search", "search_payload"]
 
 
 def run_search(context: ToolContext, args: SearchArgs) -> str:
-    return _execute(context, SearchPlan([args.query], args.mode, args.code_mode, args.limit, True, None, None,
-                                        "permissive"))
+    return _execute(context, SearchRequest((args.query,), args.mode, args.code_mode, args.limit))
 
 
 def run_advanced_search(context: ToolContext, args: AdvancedSearchArgs) -> str:
     filters = args.filters.as_engine_filters() if args.filters is not None else None
     fast = args.preset == "fast"
-    return _execute(context, SearchPlan(list(args.queries), args.mode, args.code_mode, args.limit,
-                                        args.rerank and not fast, args.rerank_instructions, filters or None,
-                                        args.version_match,
-                                        no_rerank_reason=FAST_NO_RERANK if fast else "rerank=false was requested"),
-                    args.preset)
+    request = SearchRequest(tuple(args.queries), args.mode, args.code_mode, args.limit, rerank=args.rerank and not fast,
+                            rerank_instructions=args.rerank_instructions, filters=filters or None,
+                            version_match=args.version_match,
+                            no_rerank_reason=FAST_NO_RERANK if fast else NO_RERANK_REQUESTED)
+    return _execute(context, request, args.preset)
 
 
-def _execute(context: ToolContext, plan: SearchPlan, preset: Preset = "detailed") -> str:
-    payload, texts = search_payload(context, plan, preset)
+def _execute(context: ToolContext, request: SearchRequest, preset: Preset = "detailed") -> str:
+    payload, texts = search_payload(context, request, preset)
     return bounded_json(payload, texts, droppable=[payload["results"]], dropped_key="omitted_results")
 
 
-def search_payload(context: ToolContext, plan: SearchPlan,
+def search_payload(context: ToolContext, request: SearchRequest,
                    preset: Preset = "detailed") -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The search response before the size bound, and the dicts whose ``content`` the bound may cut."""
-    retrieval = retrieve(context, plan)
-    results = retrieval.results
-    notes: list[str] = []
-    if plan.rerank_instructions is not None and not retrieval.rerank_attempted:
-        notes.append("rerank_instructions were not used: "
-                     + (NO_RERANKER if plan.rerank else plan.no_rerank_reason))
-    if retrieval.rerank_note:
-        notes.append(retrieval.rerank_note)
-    status = retrieval.status()
-    texts = shape_results(context, preset, results)
-    payload: dict[str, Any] = {
-        "results": results,
-        "result_count": len(results),
-        "query_count": len(retrieval.queries),
-        "mode": plan.mode,
-        "mode_used": retrieval.mode_used,
-        "code_mode": plan.code_mode,
-        "code_mode_used": retrieval.code_mode_used,
-        "vector_spaces": retrieval.vector_spaces,
-        **status,
-        "version_match": plan.version_match,
-    }
+    retrieval = retrieve(context.backend, request)
+    payload = retrieval.summary()
+    notes = retrieval.notes()
+    texts = shape_results(context, preset, payload["results"])
     if preset != "detailed":
         payload["preset"] = preset
-    if plan.filters:
-        payload["filters"] = plan.filters
-        if not results and plan.version_match == "strict" and _has_version_rule(plan.filters):
-            payload["version_hint"] = version_hint(context.backend.pool, plan.filters)
+    if request.filters:
+        payload["filters"] = request.filters
+        if not retrieval.hits and request.version_match == "strict" and has_version_rule(request.filters):
+            payload["version_hint"] = version_hint(context.backend.pool, request.filters)
             notes.append("strict version matching left nothing; version_hint lists the versions that are indexed "
                          "for the requested languages / packages (no other version was substituted)")
     payload["notes"] = notes
     payload["truncated"] = False
     return payload, texts
-
-
-def _has_version_rule(filters: Filters) -> bool:
-    return any("version_satisfies" in filters.get(facet, {}) for facet in ("language_target", "sdk_dependency"))
 
 
 def _distinct_queries(args: AdvancedSearchArgs) -> int:

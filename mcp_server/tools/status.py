@@ -10,11 +10,12 @@ import psycopg
 import psycopg_pool
 from psycopg.rows import dict_row
 
+from engine.errors import new_error_id
 from engine.replicas import describe_reads
 from mcp_server import limits
 from mcp_server.backend import ReadRoute, replicas_of
 from mcp_server.bounds import bounded_json
-from mcp_server.envelope import new_error_id, to_json
+from mcp_server.envelope import to_json
 from mcp_server.schemas import NoArgs
 from mcp_server.tools import ToolContext, ToolSpec, one_token
 

@@ -1,0 +1,246 @@
+"""The retrieval pipeline every surface calls: request in, ranked and explained hits out.
+
+    SearchRequest
+      -> check version ranges                 (INVALID naming the argument)
+      -> embed the queries per space          (a failing model drops its leg: degraded)
+      -> quarry.search_hits, one statement    (legs, filters, fusion, confidence, trust)
+      -> rerank the top candidates            (a failing reranker keeps the fused order)
+      -> Retrieval: at most ``limit`` RankedHits, what ran and what degraded
+
+MCP tools, ``quarry search``, ``quarry eval`` and bench/ call ``retrieve`` and shape its
+result; none re-implements a step or a default.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from engine.config import Settings
+from engine.embed.base import CODE_SPACE, TEXT_SPACE, Embedder, Vectors
+from engine.errors import InvalidRequestError, UnavailableError, new_error_id
+from engine.facets import VERSION_FACETS
+from engine.rerank.base import Reranker
+from engine.retrieval.degradation import Degradation, embed_queries, leg_of
+from engine.retrieval.hits import SearchHit, search_hits
+from engine.retrieval.request import CodeMode, Filters, SearchMode, SearchRequest, filters_json
+from engine.retrieval.reranking import NO_RERANKER, RerankOutcome, rerank
+
+logger = logging.getLogger("quarry.search")
+
+
+class RetrievalBackend(Protocol):
+    """What retrieval needs from a running Quarry (``engine.runtime.Runtime`` is the real one)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def pool(self) -> ConnectionPool: ...
+
+    @property
+    def embedders(self) -> Mapping[str, Embedder]:
+        """Embedder per space; reading it may load a model, and may raise if the model cannot load."""
+        ...
+
+    @property
+    def reranker(self) -> Reranker | None:
+        """The configured reranker, or None when there is none (offline without a local model)."""
+        ...
+
+
+@dataclass(slots=True)
+class RankedHit:
+    """A hit at its place in the answer: ``confidence`` is the rerank score when reranked."""
+
+    hit: SearchHit
+    rank: int
+    confidence: float
+    reranked: bool = False
+    rerank_score: float | None = None
+    #: Its rank before reranking, when reranked.
+    fused_rank: int | None = None
+
+    def as_row(self) -> dict[str, Any]:
+        """The result row every surface returns (MCP ``search``, ``quarry search --json``)."""
+        hit = self.hit
+        row: dict[str, Any] = {
+            "rank": self.rank,
+            "chunk_id": str(hit.chunk_id),
+            "document_id": str(hit.document_id),
+            "title": hit.title,
+            "path": hit.path,
+            "url": hit.url,
+            "heading_path": hit.heading_path,
+            "symbol_path": hit.symbol_path,
+            "start_line": hit.start_line,
+            "end_line": hit.end_line,
+            "content_type": hit.content_type,
+            "language": hit.language,
+            "source": {"slug": hit.source_slug, "display_name": hit.source_name, "kind": hit.source_kind},
+            "confidence": self.confidence,
+            "trust_score": hit.trust["score"],
+            "confidence_factors": hit.trust["factors"],
+            "version_match": hit.version_match,
+            "fts_rank": hit.fts_rank,
+            "vector_rank": hit.vector_rank,
+            "code_rank": hit.code_rank,
+            "reranked": self.reranked,
+        }
+        if self.reranked:
+            row["rerank_score"] = self.rerank_score
+            row["fused_rank"] = self.fused_rank
+        row["content"] = hit.content
+        return row
+
+
+@dataclass(slots=True)
+class Retrieval:
+    """Ranked hits (best first, at most ``request.limit``) and how they were produced."""
+
+    request: SearchRequest
+    queries: list[str]
+    hits: list[RankedHit]
+    mode_used: SearchMode
+    code_mode_used: CodeMode
+    vector_spaces: list[str]
+    rerank: RerankOutcome
+    degradation: Degradation
+
+    @property
+    def rerank_skipped_reason(self) -> str | None:
+        if self.rerank.attempted:
+            return None
+        return NO_RERANKER if self.request.rerank else self.request.no_rerank_reason
+
+    def status(self) -> dict[str, Any]:
+        """The fields every retrieving response reports: reranking and degradation."""
+        return {
+            "reranked": any(hit.reranked for hit in self.hits),
+            "rerank_skipped_reason": self.rerank_skipped_reason,
+            **self.degradation.fields(),
+        }
+
+    def notes(self) -> list[str]:
+        notes = []
+        if self.request.rerank_instructions is not None and not self.rerank.attempted:
+            notes.append(f"rerank_instructions were not used: {self.rerank_skipped_reason}")
+        if self.rerank.note:
+            notes.append(self.rerank.note)
+        return notes
+
+    def summary(self) -> dict[str, Any]:
+        """The search response every surface shares: result rows, what ran, what degraded."""
+        request = self.request
+        return {
+            "results": [hit.as_row() for hit in self.hits],
+            "result_count": len(self.hits),
+            "query_count": len(self.queries),
+            "mode": request.mode,
+            "mode_used": self.mode_used,
+            "code_mode": request.code_mode,
+            "code_mode_used": self.code_mode_used,
+            "vector_spaces": self.vector_spaces,
+            **self.status(),
+            "version_match": request.version_match,
+        }
+
+
+def retrieve(backend: RetrievalBackend, request: SearchRequest) -> Retrieval:
+    """Embed, search, rerank: the top ``request.limit`` hits, with what degraded on the way."""
+    check_version_ranges(backend.pool, request.filters)
+    queries = request.distinct_queries
+    degradation = Degradation()
+    mode: SearchMode = request.mode
+    code_mode: CodeMode = request.code_mode if mode != "fts" else "off"
+    text_vectors = code_vectors = None
+    if mode != "fts":
+        if code_mode != "exclusive":
+            text_vectors = embed_queries(backend, TEXT_SPACE, queries, degradation)
+        if code_mode == "on" and _one_model_for_both_spaces(backend):
+            # the local default: the query is embedded once; its failure is already reported
+            code_vectors = text_vectors
+            if text_vectors is None:
+                degradation.shares_failure("code", of="vector")
+        elif code_mode != "off":
+            code_vectors = embed_queries(backend, CODE_SPACE, queries, degradation)
+        if text_vectors is None and code_vectors is None:
+            if mode == "vector":
+                error_id = new_error_id()
+                logger.warning("vector search impossible %s: %s", error_id, "; ".join(degradation.reasons))
+                raise UnavailableError("the embedding model failed, so a vector-only search cannot run; retry "
+                                       "with mode='hybrid' or mode='fts'; " + "; ".join(degradation.reasons),
+                                       error_id=error_id)
+            mode = "fts"
+        code_mode = code_mode if code_vectors is not None else "off"
+    reranker = backend.reranker if request.rerank else None
+    depth = request.limit if reranker is None else max(request.limit, _rerank_depth(request.limit))
+    ranking = request.ranking
+    if ranking.rrf_k is None and backend.settings.rrf_k is not None:
+        ranking = replace(ranking, rrf_k=backend.settings.rrf_k)
+    page = search_hits(
+        backend.pool, queries, mode=mode, limit=depth, text_vectors=text_vectors, code_vectors=code_vectors,
+        code_mode=code_mode, version_match=request.version_match, filters=filters_json(request.combined_filters()),
+        query_model=_model_name(backend, TEXT_SPACE, text_vectors),
+        code_query_model=_model_name(backend, CODE_SPACE, code_vectors), overrides=ranking.arguments())
+    for failure in page.failed_legs:
+        degradation.leg_failed(failure)
+    hits = [RankedHit(hit, rank, hit.confidence) for rank, hit in enumerate(page.hits, 1)]
+    outcome = RerankOutcome()
+    if reranker is not None:
+        outcome = rerank(reranker, request, queries, hits[:_rerank_depth(request.limit)], degradation)
+        if outcome.reordered is not None:
+            hits[:len(outcome.reordered_from)] = outcome.reordered
+    hits = hits[:request.limit]
+    for rank, hit in enumerate(hits, 1):
+        hit.rank = rank
+    failed = {failure.leg for failure in page.failed_legs}
+    spaces = [space for space, vectors in ((TEXT_SPACE, text_vectors), (CODE_SPACE, code_vectors))
+              if vectors is not None and leg_of(space) not in failed]
+    return Retrieval(request, queries, hits, mode, code_mode, spaces, outcome, degradation)
+
+
+#: Fused candidates handed to the reranker at least: enough to reorder, few enough for its latency budget.
+RERANK_CANDIDATES = 30
+#: Candidates reranked at most; deeper rows (an evaluation's 200 chunks) follow in fused order.
+MAX_RERANKED = 50
+
+
+def _rerank_depth(limit: int) -> int:
+    return max(RERANK_CANDIDATES, min(limit, MAX_RERANKED))
+
+
+def _one_model_for_both_spaces(backend: RetrievalBackend) -> bool:
+    try:
+        embedders = backend.embedders
+        return embedders[CODE_SPACE] is embedders[TEXT_SPACE]
+    except Exception:  # the model cannot load: embed_queries reports it
+        return False
+
+
+def _model_name(backend: RetrievalBackend, space: str, vectors: Vectors | None) -> str | None:
+    return backend.embedders[space].model_name if vectors is not None else None
+
+
+def check_version_ranges(pool: ConnectionPool, filters: Filters | None) -> None:
+    """Reject a version_satisfies the SQL parser refuses, as INVALID naming its path (never echoing it)."""
+    for facet in VERSION_FACETS:
+        requested = (filters or {}).get(facet, {}).get("version_satisfies")
+        if not isinstance(requested, str):
+            continue
+        try:
+            with pool.connection() as conn:
+                conn.execute("select quarry.version_range(%s)", (requested,))
+        except psycopg.errors.InvalidParameterValue:
+            argument = f"filters.{facet}.version_satisfies"
+            raise InvalidRequestError(f"invalid arguments: {argument}: {_RANGE_RULE}", argument=argument,
+                                      rule=_RANGE_RULE) from None
+
+
+_RANGE_RULE = ("must be a node-semver range such as '^0.17', '>=0.8 <0.9', '~1.2.3', '1.2.x || 2' or '1.0 - 2.0' "
+               "(comparators <, <=, >, >=, =; ^ and ~; x-ranges; hyphen ranges; || between alternatives)")
