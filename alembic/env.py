@@ -1,6 +1,6 @@
 """Alembic environment: Quarry runs migrations on a connection it hands over.
 
-``engine.migrations.upgrade`` puts a SQLAlchemy connection in
+``engine.store.migrations.upgrade`` puts a SQLAlchemy connection in
 ``config.attributes["connection"]``; the version table lives in the ``quarry`` schema.
 """
 

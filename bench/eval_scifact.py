@@ -5,7 +5,7 @@
 
 Example: ``python bench/eval_scifact.py --min-ndcg 0.70``
 
-Runs ``engine.evaluation.run_eval`` (what ``quarry eval`` runs) against the corpus
+Runs ``engine.cli.evaluate.run_eval`` (what ``quarry eval`` runs) against the corpus
 bench/quality.py ingested into database ``bench_scifact`` of its embedded Postgres
 (``<home>/pgdata``), with the queries and qrels files read straight from ../shared/data
 (never copied into the repository), as if a CI job had run::
@@ -46,13 +46,13 @@ import psycopg
 
 from bench.beir import load_beir
 from bench.quarry_system import quarry_run
+from engine.cli.evaluate import add_eval_arguments, run_eval
 from engine.config import Settings
-from engine.db import embedded_database_url, open_pool
 from engine.embed.local import LocalMiniLM
-from engine.evaluation import add_eval_arguments, run_eval
 from engine.evaluation.metrics import METRICS, evaluate
 from engine.retrieval.request import SearchMode
 from engine.runtime import Runtime
+from engine.store.db import embedded_database_url, open_pool
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO.parent / "shared" / "data"

@@ -27,10 +27,10 @@ from typing import Any
 from bench.beir import load_beir
 from bench.quality import DEFAULT_DATA, DEFAULT_HOME
 from bench.runs import top_documents
-from engine.db import open_pool
 from engine.embed.local import LocalMiniLM
 from engine.evaluation.metrics import ndcg_at_k
 from engine.retrieval.request import Ranking
+from engine.store.db import open_pool
 
 DEFAULT_WEIGHTS = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7)
 

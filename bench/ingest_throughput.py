@@ -128,7 +128,7 @@ def ingest(env: dict[str, str], corpus: Path, slug: str) -> dict[str, Any]:
 
 
 def database_url(env: dict[str, str]) -> str:
-    code = "from engine.db import database_url; print(database_url())"
+    code = "from engine.store.db import database_url; print(database_url())"
     found = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
                            check=True)
     return found.stdout.strip().splitlines()[-1]

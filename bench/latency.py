@@ -69,11 +69,11 @@ from bench.beir import load_beir
 from bench.peers import lancedb_hybrid_ids, lancedb_table
 from bench.quarry_system import bench_database_url, schema_state
 from bench.supabase import SCHEMA, build_supabase_tables, supabase_hybrid_ids, use_supabase_schema
-from engine.db import open_pool
 from engine.ids import uuid7
-from engine.migrations import ensure_migrated, schema_fingerprint
 from engine.retrieval.hits import SearchHit, search_hits
 from engine.retrieval.request import DEFAULT_CODE_MODE, DEFAULT_VERSION_MATCH, SearchMode
+from engine.store.db import open_pool
+from engine.store.migrations import ensure_migrated, schema_fingerprint
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "bench" / ".out" / "latency"

@@ -31,11 +31,11 @@ from bench.quality import DATASETS, DEFAULT_DATA, DEFAULT_HOME
 from bench.quarry_system import dataset_database_url, ingest_dataset
 from bench.runs import top_documents
 from bench.vectors import cached_vectors
-from engine.db import open_pool
 from engine.embed.base import Vectors
 from engine.embed.local import LocalMiniLM
 from engine.evaluation.metrics import ndcg_at_k
 from engine.retrieval.request import SearchMode
+from engine.store.db import open_pool
 
 DATABASE = "mixed"
 CHUNK_DEPTH = 200  # as bench/quality.py: both legs 200 chunks deep, the first 10 documents scored

@@ -39,10 +39,10 @@ from typing import Any
 from bench.beir import BeirDataset, load_beir
 from bench.metrics import METRICS, evaluate, per_query
 from bench.runs import SystemRun
-from engine.db import open_pool
 from engine.embed.base import Vectors
 from engine.embed.local import LocalMiniLM
 from engine.retrieval.request import SearchMode
+from engine.store.db import open_pool
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO.parent / "shared" / "data"

@@ -21,14 +21,14 @@ from psycopg_pool import ConnectionPool
 from bench.beir import Document, Query
 from bench.pipeline import bench_backend, ranked_chunks
 from bench.runs import SystemRun, top_documents
-from engine.db import embedded_database_url
 from engine.embed.base import Embedder, Vectors
 from engine.embed.local import MAX_TOKENS, _load_tokenizer
 from engine.ingest.parsers import parse_document
 from engine.ingest.pipeline import Ingestor, IngestSummary, embedding_input
 from engine.ingest.sources import SourceSpec
-from engine.migrations import ensure_migrated
 from engine.retrieval.request import SearchMode
+from engine.store.db import embedded_database_url
+from engine.store.migrations import ensure_migrated
 
 #: Datasets whose documents are source code, and the file extension that routes them to their parser.
 CODE_SUFFIX = {"cosqa": ".py"}

@@ -48,7 +48,7 @@ class Settings(BaseSettings):
     connect_timeout_s: int = Field(default=5, ge=1)
     max_file_bytes: int = Field(default=2_000_000, ge=1_000)
     #: Streaming replicas that serve read-only tools (comma-separated DSNs, or a JSON list when a DSN
-    #: holds a comma); writes, key metering and jobs stay on the primary (``engine.replicas``).
+    #: holds a comma); writes, key metering and jobs stay on the primary (``engine.store.replicas``).
     read_database_urls: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(), validation_alias=AliasChoices("QUARRY_READ_DATABASE_URLS", "READ_DATABASE_URLS")
     )

@@ -7,11 +7,11 @@ from functools import cached_property
 from psycopg_pool import ConnectionPool
 
 from engine.config import Settings, get_settings
-from engine.db import READER_ROLE, database_url, open_pool
 from engine.embed.base import Embedder
-from engine.migrations import ensure_migrated
-from engine.replicas import ReplicaSet
 from engine.rerank.base import Reranker
+from engine.store.db import READER_ROLE, database_url, open_pool
+from engine.store.migrations import ensure_migrated
+from engine.store.replicas import ReplicaSet
 
 
 class Runtime:
@@ -38,14 +38,14 @@ class Runtime:
 
     @cached_property
     def embedders(self) -> dict[str, Embedder]:
-        """Embedder per space (``text``, ``code``), as configured; see ``engine.models``."""
-        from engine.models import build_embedders
+        """Embedder per space (``text``, ``code``), as configured; see ``engine.providers.selection``."""
+        from engine.providers.selection import build_embedders
 
         return build_embedders(self.settings)
 
     @cached_property
     def reranker(self) -> Reranker | None:
-        from engine.models import build_reranker
+        from engine.providers.selection import build_reranker
 
         return build_reranker(self.settings)
 

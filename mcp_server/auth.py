@@ -20,8 +20,8 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from engine.api_keys import KeyRejected, KeyVerifier, VerifiedKey
 from engine.errors import new_error_id
+from engine.store.api_keys import KeyRejected, KeyVerifier, VerifiedKey
 from mcp_server.envelope import ErrorCode, ToolFailure
 
 logger = logging.getLogger("quarry.mcp")

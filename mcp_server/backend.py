@@ -3,7 +3,7 @@
 ``engine.runtime.Runtime`` is the real one; anything with the same attributes works
 (tests serve a pool they already opened, or an embedder that fails on purpose).
 
-A backend may also have ``replicas`` (an ``engine.replicas.ReplicaSet``, or None): then the
+A backend may also have ``replicas`` (an ``engine.store.replicas.ReplicaSet``, or None): then the
 server runs each read-only tool on a ``ReadRoute``, the same backend with a replica's pool,
 while API-key checks, rate limits and every tool that writes keep the primary's ``pool``.
 """
@@ -18,9 +18,9 @@ from psycopg_pool import ConnectionPool
 
 from engine.config import Settings
 from engine.embed.base import Embedder
-from engine.replicas import ReplicaSet
 from engine.rerank.base import Reranker
 from engine.retrieval.pipeline import RetrievalBackend
+from engine.store.replicas import ReplicaSet
 
 
 class Backend(RetrievalBackend, Protocol):

@@ -20,7 +20,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from engine.api_keys import KeyVerifier
+from engine.store.api_keys import KeyVerifier
 from mcp_server.auth import AccessPolicy, RequestGate
 from mcp_server.backend import Backend
 from mcp_server.limits import MAX_REQUEST_BYTES

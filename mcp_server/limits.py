@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from engine.documents import MAX_BYTE_RANGE, MAX_NEIGHBOURS, PAGE_CHUNKS, PAGE_CONTENT_BYTES
+from engine.corpus.documents import MAX_BYTE_RANGE, MAX_NEIGHBOURS, PAGE_CHUNKS, PAGE_CONTENT_BYTES
 
 MAX_RESPONSE_BYTES: Final = 256 * 1024
 """Serialised size of one tool result, at most; long content is truncated to fit."""

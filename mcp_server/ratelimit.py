@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from psycopg_pool import ConnectionPool
 
-from engine.api_keys import VerifiedKey, take_rate_tokens
+from engine.store.api_keys import VerifiedKey, take_rate_tokens
 from mcp_server.envelope import ToolFailure
 from mcp_server.limits import MAX_QUERIES
 

@@ -29,7 +29,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
-from engine.facets import CONTENT_TYPES, FACET_KEYS, VERSION_FACETS
+from engine.corpus.facets import CONTENT_TYPES, FACET_KEYS, VERSION_FACETS
 from engine.ingest.sources import Attribution, SourceKind
 from engine.retrieval.request import (
     DEFAULT_CODE_MODE,
@@ -381,7 +381,7 @@ def _unknown_field_rule(model: type[BaseModel], loc: tuple[int | str, ...]) -> s
 def _check_filters_cover_every_facet() -> None:
     # The schema is how clients learn the keys; it must not drift from the engine's list.
     if set(Filters.model_fields) != set(FACET_KEYS) or set(CONTENT_TYPES) != set(get_args(ContentType)):
-        raise AssertionError("mcp_server.schemas.Filters is out of step with engine.facets")
+        raise AssertionError("mcp_server.schemas.Filters is out of step with engine.corpus.facets")
 
 
 _check_filters_cover_every_facet()

@@ -26,7 +26,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 from engine.embed.base import TEXT_SPACE
-from engine.replicas import ReplicaSet
+from engine.store.replicas import ReplicaSet
 from mcp_server.auth import caller_of
 from mcp_server.backend import Backend, on_pool, replicas_of
 from mcp_server.envelope import ToolFailure, classify, failure, success

@@ -21,9 +21,9 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from engine.config import Settings
-from engine.db import open_pool
 from engine.embed.base import Embedder
-from engine.migrations import upgrade
+from engine.store.db import open_pool
+from engine.store.migrations import upgrade
 
 TEST_DATABASE = "quarry_test"
 

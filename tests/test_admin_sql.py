@@ -12,11 +12,11 @@ from pgvector import Vector
 from psycopg_pool import ConnectionPool
 
 from engine.config import Settings
-from engine.db import READER_ROLE, open_pool
 from engine.embed.base import SPACES, Embedder
 from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
 from engine.retrieval.hits import SearchHit
+from engine.store.db import READER_ROLE, open_pool
 from tests.corpus import write_corpus
 from tests.searching import search
 
@@ -199,7 +199,7 @@ def test_the_search_servers_role_reads_but_cannot_write_the_corpus(corpus: Conne
 
 
 def test_the_search_servers_role_can_authenticate_and_meter_keys(pool: ConnectionPool, database_url: str) -> None:
-    from engine.api_keys import create_key
+    from engine.store.api_keys import create_key
 
     created = create_key(pool, "reader-check")
     reader = open_pool(database_url, Settings(database_url=database_url), role=READER_ROLE, min_size=1, max_size=1)

@@ -13,7 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from engine.db import embedded_database_url, machine_memory_bytes, shared_buffers_mb, stop_embedded_server
+from engine.store.db import embedded_database_url, machine_memory_bytes, shared_buffers_mb, stop_embedded_server
 
 GIB = 2**30
 
@@ -46,7 +46,8 @@ def _restart(home: Path) -> str:
     """Stop the server, then boot it as the next command would (in a process of its own)."""
     stop_embedded_server(home)
     booted = subprocess.run(
-        [sys.executable, "-c", "import sys; from pathlib import Path; from engine.db import embedded_database_url;"
+        [sys.executable, "-c", "import sys; from pathlib import Path;"
+                               " from engine.store.db import embedded_database_url;"
                                " print(embedded_database_url(Path(sys.argv[1])))", str(home)],
         capture_output=True, text=True, check=True, timeout=120)
     return booted.stdout.strip()

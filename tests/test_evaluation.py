@@ -15,13 +15,12 @@ from pathlib import Path
 import pytest
 from psycopg_pool import ConnectionPool
 
-from engine.cli import build_parser
+from engine.cli.evaluate import EXIT_GATE_FAILED, add_eval_arguments, run_eval
+from engine.cli.main import build_parser
 from engine.config import Settings
 from engine.embed.base import Embedder
 from engine.errors import InvalidRequestError
 from engine.evaluation import (
-    EXIT_GATE_FAILED,
-    add_eval_arguments,
     evaluate,
     load_qrels,
     load_queries,
@@ -29,7 +28,6 @@ from engine.evaluation import (
     per_query,
     recall_at_k,
     reciprocal_rank_at_k,
-    run_eval,
 )
 from engine.evaluation.runner import document_key, judged_id
 from engine.ingest.pipeline import Ingestor

@@ -38,11 +38,11 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from engine.config import Settings
-from engine.db import READER_ROLE, open_pool
 from engine.embed.base import CODE_SPACE, SPACES, TEXT_SPACE, Embedder
 from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
-from engine.migrations import upgrade
+from engine.store.db import READER_ROLE, open_pool
+from engine.store.migrations import upgrade
 from mcp_server.auth import AccessPolicy
 from mcp_server.http_app import build_http_app
 from tests.corpus import FILES, write_corpus

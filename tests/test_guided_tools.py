@@ -14,12 +14,12 @@ from psycopg_pool import ConnectionPool
 from pydantic import ValidationError
 
 from engine.config import Settings
-from engine.counting import count_documents
 from engine.embed.base import SPACES, Embedder, Vectors
 from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
-from engine.models import build_reranker
+from engine.providers.selection import build_reranker
 from engine.rerank.base import Reranker
+from engine.retrieval.counting import count_documents
 from mcp_server.auth import AccessPolicy
 from mcp_server.flow_gate import FlowGate
 from mcp_server.http_app import build_http_app

@@ -12,14 +12,14 @@ import pytest
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
+from engine.admin.reindex import reindex
 from engine.config import Settings
-from engine.db import open_pool
 from engine.embed.base import CODE_SPACE, SPACES, TEXT_SPACE
 from engine.ingest.batch import Segment
 from engine.ingest.pipeline import Ingestor, IngestProgress
 from engine.ingest.sources import SourceSpec
 from engine.ingest.write_behind import WriteBehind
-from engine.reindex import reindex
+from engine.store.db import open_pool
 from tests.test_bm25 import _assert_statistics_exact
 from tests.test_ingest_crash import (
     StandIn,

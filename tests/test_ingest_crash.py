@@ -26,10 +26,10 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
+from engine.admin.jobs import list_jobs
 from engine.embed.base import CODE_SPACE, TEXT_SPACE
 from engine.ingest.pipeline import INGEST_LOCK_CLASS, Ingestor, chunk_embedding_input
 from engine.ingest.sources import SourceSpec
-from engine.jobs import list_jobs
 from tests.corpus import write_corpus
 from tests.test_bm25 import _assert_statistics_exact
 from tests.test_reembed import HashedWords

@@ -14,14 +14,7 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from engine import api_keys
-from engine.config import Settings
-from engine.db import READER_ROLE, open_pool
-from engine.embed.base import CODE_SPACE, SPACES, Embedder, Vectors
-from engine.errors import InvalidRequestError, NotFoundError, ProviderError
-from engine.ingest.pipeline import Ingestor
-from engine.ingest.sources import SourceSpec
-from engine.jobs import (
+from engine.admin.jobs import (
     JobCancelledError,
     JobRun,
     enqueue_retry,
@@ -30,9 +23,16 @@ from engine.jobs import (
     request_cancel,
     show_job,
 )
-from engine.jobs_cli import add_jobs_arguments, reindex_as_job, run_jobs
-from engine.reembed import reembed_space
+from engine.admin.reembed import reembed_space
+from engine.cli.jobs import add_jobs_arguments, reindex_as_job, run_jobs
+from engine.config import Settings
+from engine.embed.base import CODE_SPACE, SPACES, Embedder, Vectors
+from engine.errors import InvalidRequestError, NotFoundError, ProviderError
+from engine.ingest.pipeline import Ingestor
+from engine.ingest.sources import SourceSpec
 from engine.runtime import Runtime
+from engine.store import api_keys
+from engine.store.db import READER_ROLE, open_pool
 from mcp_server.auth import AccessPolicy
 from mcp_server.http_app import build_http_app
 from tests.corpus import write_corpus

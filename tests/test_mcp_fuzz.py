@@ -35,16 +35,16 @@ from mcp.shared.exceptions import MCPError
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
-from engine import api_keys
+from engine.admin.jobs import JobRun
+from engine.admin.jobs import encode_cursor as jobs_cursor
 from engine.config import Settings
-from engine.db import READER_ROLE, open_pool
-from engine.documents import encode_cursor as document_cursor
+from engine.corpus.documents import encode_cursor as document_cursor
 from engine.embed.base import SPACES, Embedder
 from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
-from engine.jobs import JobRun
-from engine.jobs import encode_cursor as jobs_cursor
-from engine.vector_stores import add_vector
+from engine.store import api_keys
+from engine.store.db import READER_ROLE, open_pool
+from engine.store.vector_stores import add_vector
 from mcp_server.auth import AccessPolicy
 from mcp_server.http_app import build_http_app
 from mcp_server.limits import MAX_REQUEST_BYTES, MAX_RESPONSE_BYTES

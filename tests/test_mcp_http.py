@@ -21,12 +21,12 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from psycopg_pool import ConnectionPool
 
-from engine import api_keys
 from engine.config import Settings, get_settings
 from engine.embed.base import SPACES, Embedder
 from engine.embed.local import LocalMiniLM
 from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
+from engine.store import api_keys
 from mcp_server.auth import AccessPolicy
 from mcp_server.http_app import build_http_app
 from mcp_server.ratelimit import RatePolicy
@@ -318,7 +318,7 @@ def cli_env(migrated_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None
 
 def test_keys_commands_create_list_and_revoke(cli_env: None, session_pool: ConnectionPool,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    from engine.cli import main
+    from engine.cli.main import main
 
     name = f"cli-{uuid.uuid4().hex[:8]}"
     assert main(["keys", "create", name, "--scope", "admin"]) == 0
@@ -336,7 +336,7 @@ def test_keys_commands_create_list_and_revoke(cli_env: None, session_pool: Conne
 
 
 def test_serve_refuses_no_auth_on_a_public_address(cli_env: None, capsys: pytest.CaptureFixture[str]) -> None:
-    from engine.cli import main
+    from engine.cli.main import main
 
     assert main(["serve", "--host", "0.0.0.0", "--no-auth"]) == 2
     assert "loopback" in capsys.readouterr().err

@@ -11,11 +11,11 @@ from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
 
 from alembic import command
-from engine.db import open_pool
 from engine.embed.base import Embedder
 from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
-from engine.migrations import alembic_config, ensure_migrated, schema_fingerprint, upgrade
+from engine.store.db import open_pool
+from engine.store.migrations import alembic_config, ensure_migrated, schema_fingerprint, upgrade
 from tests.corpus import write_corpus
 
 

@@ -13,15 +13,15 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from engine.config import Settings
-from engine.db import configure_connection
 from engine.embed.base import SPACES, Embedder, Vectors
 from engine.errors import ProviderError
 from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
-from engine.models import build_reranker
+from engine.providers.resilience import CircuitBreaker, RetryPolicy
+from engine.providers.selection import build_reranker
 from engine.rerank.base import Reranker
 from engine.rerank.voyage import VoyageReranker
-from engine.resilience import CircuitBreaker, RetryPolicy
+from engine.store.db import configure_connection
 from mcp_server.auth import AccessPolicy
 from mcp_server.http_app import build_http_app
 from tests.corpus import FILES, write_corpus

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from engine.db import stop_embedded_server
+from engine.store.db import stop_embedded_server
 from tests.mcp_harness import http_transport, mcp_session
 
 REPO = Path(__file__).resolve().parents[1]

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from psycopg_pool import ConnectionPool
 
+from engine.admin.reembed import reembed_space
 from engine.embed.base import CODE_SPACE, SPACES, Embedder, Vectors
 from engine.errors import ProviderError
 from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
-from engine.reembed import reembed_space
 from tests.corpus import FILES, write_corpus
 from tests.searching import search_outcome as search
 

@@ -22,11 +22,11 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from engine.config import Settings
+from engine.corpus.links import NeighborWalk, neighbors
 from engine.errors import NotFoundError
 from engine.ingest.pipeline import Ingestor
 from engine.ingest.relations import Reference, references_in_document
 from engine.ingest.sources import SourceSpec
-from engine.relations import NeighborWalk, neighbors
 from mcp_server.auth import AccessPolicy
 from mcp_server.http_app import build_http_app
 from tests.mcp_harness import McpSession, StaticBackend, http_transport, mcp_session, serving
@@ -248,7 +248,7 @@ def test_quarry_code_imports_and_readme_links(quarry_tree: ConnectionPool) -> No
     assert errors.document_id == _document(pool, "quarry", "engine/errors.py") and errors.level == 1
     assert errors.hops[0].source == pipeline and errors.hops[0].relation == "imports"
     assert errors.hops[0].target == "engine.errors" and errors.hops[0].target_document == errors.document_id
-    assert {"engine/ingest/version_store.py", "engine/ingest/walk.py", "engine/jobs.py"} <= reached.keys()
+    assert {"engine/ingest/version_store.py", "engine/ingest/walk.py", "engine/admin/jobs.py"} <= reached.keys()
     # a third-party package stays an unresolved edge; the standard library is external
     assert reached["numpy"].document_id is None and reached["numpy"].relation == "imports"
     assert all(node.document_id is not None for node in walk.neighbors if (node.target or "").startswith("engine."))
@@ -257,8 +257,8 @@ def test_quarry_code_imports_and_readme_links(quarry_tree: ConnectionPool) -> No
     assert all(node.document_id is None for node in external.values())
     # what imports engine/errors.py: incoming edges
     importers = _reached(neighbors(pool, errors.document_id, direction="in")) if errors.document_id else {}
-    assert {"engine/ingest/pipeline.py", "engine/documents.py", "engine/relations.py"} <= importers.keys()
-    assert importers["engine/documents.py"].hops[0].target_document == errors.document_id
+    assert {"engine/ingest/pipeline.py", "engine/corpus/documents.py", "engine/corpus/links.py"} <= importers.keys()
+    assert importers["engine/corpus/documents.py"].hops[0].target_document == errors.document_id
     # README -> docs/BENCHMARKS.md
     readme = _reached(neighbors(pool, _document(pool, "quarry", "README.md"), relation="links_to"))
     assert readme["docs/BENCHMARKS.md"].hops[0].target == "docs/BENCHMARKS.md"

@@ -37,14 +37,14 @@ import pytest
 from psycopg import sql
 from pydantic import ValidationError
 
-from engine.api_keys import create_key
 from engine.config import Settings
-from engine.db import READER_ROLE, open_pool
 from engine.embed.base import SPACES, Embedder
 from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
-from engine.migrations import upgrade
-from engine.replicas import ReplicaSet, assess_lag, check_replicas, redact_dsn
+from engine.store.api_keys import create_key
+from engine.store.db import READER_ROLE, open_pool
+from engine.store.migrations import upgrade
+from engine.store.replicas import ReplicaSet, assess_lag, check_replicas, redact_dsn
 from mcp_server.auth import AccessPolicy
 from mcp_server.http_app import build_http_app
 from tests.corpus import FILES, write_corpus

@@ -24,13 +24,13 @@ import pytest
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
-from engine import api_keys
+from engine.cli.vectors import add_vectors_arguments, run_vectors
 from engine.config import Settings
-from engine.db import READER_ROLE, open_pool
 from engine.errors import InvalidRequestError
 from engine.runtime import Runtime
-from engine.vector_stores import StagedVector, count_vectors, drop_store, load_vectors, search_vectors
-from engine.vectors_cli import add_vectors_arguments, run_vectors
+from engine.store import api_keys
+from engine.store.db import READER_ROLE, open_pool
+from engine.store.vector_stores import StagedVector, count_vectors, drop_store, load_vectors, search_vectors
 from mcp_server.auth import AccessPolicy
 from mcp_server.http_app import build_http_app
 from tests.mcp_harness import McpSession, StaticBackend, http_transport, mcp_session, serving

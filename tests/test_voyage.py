@@ -17,9 +17,9 @@ import pytest
 from engine.embed.base import Embedder
 from engine.embed.voyage import DIMENSION, VoyageEmbedder, estimate_tokens
 from engine.errors import ProviderError
+from engine.providers.resilience import CircuitBreaker, RetryPolicy
 from engine.rerank.base import Reranker
 from engine.rerank.voyage import VoyageReranker
-from engine.resilience import CircuitBreaker, RetryPolicy
 from tests.voyage_standin import EMBED_MODELS, RERANK_MODELS, VoyageStandIn, count_tokens, embedding_of
 
 KEY = "test-key"

@@ -1,7 +1,7 @@
 """Voyage AI embeddings behind ``Embedder``: ``voyage-3.5`` for the text space, ``voyage-code-3`` for code.
 
 Requests go through the official ``voyageai`` client with its own retries off (``max_retries=0``):
-retries, the deadline, the breaker and the thread pool are ``engine.resilience``'s, so they are
+retries, the deadline, the breaker and the thread pool are ``engine.providers.resilience``'s, so they are
 bounded and testable. ``base_url`` (a ``voyageai.Client`` constructor argument in the installed 0.5.0) points
 it at a stand-in in tests; by default the client picks ``https://api.voyageai.com/v1``.
 
@@ -23,7 +23,7 @@ import numpy as np
 
 from engine.embed.base import Vectors
 from engine.errors import ProviderError
-from engine.resilience import CircuitBreaker, ResilientCaller, RetryPolicy, TransientFailure, http_failure
+from engine.providers.resilience import CircuitBreaker, ResilientCaller, RetryPolicy, TransientFailure, http_failure
 
 __all__ = [
     "DIMENSION",
@@ -93,7 +93,7 @@ def load_voyage_client() -> None:
 
 
 def voyage_failure(error: Exception) -> Exception:
-    """What a ``voyageai`` client exception means for ``engine.resilience``."""
+    """What a ``voyageai`` client exception means for ``engine.providers.resilience``."""
     from voyageai import error as voyage_errors
 
     if isinstance(error, voyage_errors.Timeout):

@@ -8,7 +8,7 @@ runs ``quarry eval``, which exits 3 when a metric falls below its minimum.
 Modules: ``metrics`` (nDCG@k, MRR@k, Recall@k, as trec_eval computes them; the
 benchmarks use the same code), ``judgments`` (BEIR queries and qrels loaders that refuse
 malformed input by file and line), ``runner`` (the search loop and the report; it
-imports the search stack, so it is not re-exported here), ``command`` (the CLI).
+imports the search stack, so it is not re-exported here); the CLI command is ``engine.cli.evaluate``.
 
 Decisions:
 
@@ -37,7 +37,6 @@ Decisions:
   and the rounded value is what the gate compares, so the printed figure decides.
 """
 
-from engine.evaluation.command import EVAL_HELP, EXIT_GATE_FAILED, add_eval_arguments, run_eval
 from engine.evaluation.judgments import load_qrels, load_queries
 from engine.evaluation.metrics import (
     METRICS,
@@ -52,12 +51,9 @@ from engine.evaluation.metrics import (
 )
 
 __all__ = [
-    "EVAL_HELP",
-    "EXIT_GATE_FAILED",
     "METRICS",
     "Qrels",
     "Run",
-    "add_eval_arguments",
     "evaluate",
     "first_occurrences",
     "load_qrels",
@@ -66,5 +62,4 @@ __all__ = [
     "per_query",
     "recall_at_k",
     "reciprocal_rank_at_k",
-    "run_eval",
 ]

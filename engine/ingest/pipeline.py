@@ -35,6 +35,8 @@ import numpy as np
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
+from engine.admin.jobs import JobRun
+from engine.corpus.links import store_relations
 from engine.embed.base import CODE_SPACE, Embedder
 from engine.errors import BusyError
 from engine.ids import uuid7
@@ -61,8 +63,6 @@ from engine.ingest.version_store import StatedVersions, store_versions
 from engine.ingest.versions import constraints_in_document
 from engine.ingest.walk import Candidate, FoundFile, SkippedFile, list_tree, read_tree
 from engine.ingest.write_behind import WriteBehind
-from engine.jobs import JobRun
-from engine.relations import store_relations
 
 __all__ = ["INGEST_LOCK_CLASS", "IngestProgress", "IngestSummary", "Ingestor", "ProgressCallback",
            "chunk_embedding_input", "embedding_input", "input_hash"]
@@ -223,7 +223,7 @@ class Ingestor:
 
         With ``changed`` (from ``changed_since``) only the paths git reported are read
         or deleted; without it every file is compared with its stored hash.
-        The run is recorded as a job (``engine.jobs``), or runs as ``job`` when given.
+        The run is recorded as a job (``engine.admin.jobs``), or runs as ``job`` when given.
         """
         started = time.perf_counter()
         summary = IngestSummary(source=source.slug)

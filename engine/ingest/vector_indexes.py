@@ -29,7 +29,7 @@ import psycopg
 from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool
 
-from engine.db import autocommit
+from engine.store.db import autocommit
 
 __all__ = ["MAX_UNINDEXED", "MIN_DEFERRED_LOAD", "DeferredIndexes", "restore_deferred_indexes"]
 

@@ -30,8 +30,8 @@ from engine.embed.voyage import (
     voyage_failure,
 )
 from engine.errors import ProviderError
+from engine.providers.resilience import CircuitBreaker, ResilientCaller, RetryPolicy
 from engine.rerank.base import RerankResult
-from engine.resilience import CircuitBreaker, ResilientCaller, RetryPolicy
 
 __all__ = ["MAX_DOCUMENTS_PER_REQUEST", "VoyageReranker"]
 

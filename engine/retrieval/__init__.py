@@ -4,5 +4,5 @@ Modules, in the order a request meets them: ``request`` (what a search asks, its
 defaults), ``degradation`` (query embedding per space, and what fell short), ``hits``
 (the one SQL call), ``reranking``, ``pipeline`` (``retrieve``: the steps in order),
 ``version_hint``. Import from the module (this package imports nothing, so the
-modules that ``request`` serves, such as ``engine.facets``, can import it freely).
+modules that ``request`` serves, such as ``engine.corpus.facets``, can import it freely).
 """

@@ -20,9 +20,9 @@ from psycopg import Cursor, sql
 from psycopg.rows import RowMaker
 from psycopg_pool import ConnectionPool
 
-from engine.db import autocommit
 from engine.embed.base import Vectors
 from engine.retrieval.request import LEGS, Leg, VersionMatch
+from engine.store.db import autocommit
 
 logger = logging.getLogger("quarry.search")
 

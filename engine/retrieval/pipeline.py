@@ -22,9 +22,9 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from engine.config import Settings
+from engine.corpus.facets import VERSION_FACETS
 from engine.embed.base import CODE_SPACE, TEXT_SPACE, Embedder, Vectors
 from engine.errors import InvalidRequestError, UnavailableError, new_error_id
-from engine.facets import VERSION_FACETS
 from engine.rerank.base import Reranker
 from engine.retrieval.degradation import Degradation, embed_queries, leg_of
 from engine.retrieval.hits import SearchHit, search_hits

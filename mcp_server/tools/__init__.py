@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic
 
-from engine.api_keys import Scope, VerifiedKey
+from engine.store.api_keys import Scope, VerifiedKey
 from mcp_server.backend import Backend
 from mcp_server.ratelimit import RatePolicy
 from mcp_server.schemas import ArgsT

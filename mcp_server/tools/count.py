@@ -7,8 +7,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, Field
 
-from engine.counting import COUNT_BOUND, SIMILARITY_FLOOR, DocumentCount, count_documents
 from engine.embed.base import TEXT_SPACE
+from engine.retrieval.counting import COUNT_BOUND, SIMILARITY_FLOOR, DocumentCount, count_documents
 from engine.retrieval.degradation import Degradation, embed_queries
 from engine.retrieval.pipeline import check_version_ranges
 from engine.retrieval.request import Filters as EngineFilters

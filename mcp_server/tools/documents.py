@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from engine.documents import (
+from engine.corpus.documents import (
     MAX_BYTE_RANGE,
     PAGE_CHUNKS,
     DocumentInfo,

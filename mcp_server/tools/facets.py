@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.facets import FIXED_FACETS, facet_values
+from engine.corpus.facets import FIXED_FACETS, facet_values
 from engine.retrieval.pipeline import check_version_ranges
 from mcp_server.bounds import bounded_json
 from mcp_server.schemas import FacetsArgs

@@ -17,8 +17,8 @@ from pydantic import BaseModel, Field, StringConstraints
 
 from engine.errors import InvalidRequestError
 from engine.retrieval.request import NO_RERANK_REQUESTED, SearchRequest
-from engine.routing import recommended
-from engine.suggestions import Suggestion, suggest_query_params
+from engine.retrieval.routing import recommended
+from engine.retrieval.suggestions import Suggestion, suggest_query_params
 from mcp_server.bounds import bounded_json
 from mcp_server.limits import MAX_RESULTS
 from mcp_server.schemas import _STRICT, Filters, QueryText

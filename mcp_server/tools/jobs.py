@@ -13,8 +13,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
+from engine.admin.jobs import Job, JobKind, JobStatus, enqueue_retry, list_jobs, request_cancel, show_job
 from engine.ingest.sources import SLUG_PATTERN
-from engine.jobs import Job, JobKind, JobStatus, enqueue_retry, list_jobs, request_cancel, show_job
 from mcp_server import limits
 from mcp_server.bounds import bounded_json
 from mcp_server.envelope import to_json

@@ -8,9 +8,9 @@ from uuid import UUID
 
 from pydantic import BaseModel, Field
 
+from engine.corpus.whole_documents import DEFAULT_CHUNKS_PER_DOCUMENT, MAX_CHUNKS_PER_DOCUMENT, merged_documents
 from engine.retrieval.pipeline import RERANK_CANDIDATES, retrieve
 from engine.retrieval.request import SearchRequest
-from engine.whole_documents import DEFAULT_CHUNKS_PER_DOCUMENT, MAX_CHUNKS_PER_DOCUMENT, merged_documents
 from mcp_server.bounds import bounded_json
 from mcp_server.envelope import to_json
 from mcp_server.limits import MAX_RESPONSE_BYTES, MAX_RESULTS

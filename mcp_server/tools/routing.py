@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from engine.embed.base import TEXT_SPACE
 from engine.retrieval.degradation import Degradation, embed_queries
-from engine.routing import CENTROID_SAMPLE, WEIGHTS, RankedSource, rank_sources, recommended
+from engine.retrieval.routing import CENTROID_SAMPLE, WEIGHTS, RankedSource, rank_sources, recommended
 from mcp_server.bounds import bounded_json
 from mcp_server.schemas import _STRICT, QueryText
 from mcp_server.tools import ToolContext, ToolSpec, one_token

@@ -11,7 +11,7 @@ import psycopg_pool
 from psycopg.rows import dict_row
 
 from engine.errors import new_error_id
-from engine.replicas import describe_reads
+from engine.store.replicas import describe_reads
 from mcp_server import limits
 from mcp_server.backend import ReadRoute, replicas_of
 from mcp_server.bounds import bounded_json

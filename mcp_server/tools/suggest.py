@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, StringConstraints
 
-from engine.suggestions import Suggestion, suggest_query_params
+from engine.retrieval.suggestions import Suggestion, suggest_query_params
 from mcp_server.bounds import bounded_json
 from mcp_server.schemas import _STRICT, QueryText
 from mcp_server.tools import ToolContext, ToolSpec, one_token

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field, StringConstraints, model_validator
 from pydantic_core import PydanticCustomError
 
-from engine.urls import UrlRequest, citation_urls
+from engine.corpus.urls import UrlRequest, citation_urls
 from mcp_server.bounds import bounded_json
 from mcp_server.schemas import _STRICT, AnyUuid
 from mcp_server.tools import ToolContext, ToolSpec, one_token

@@ -1,7 +1,7 @@
 """``vector_add``, ``vector_search``, ``vector_delete``, ``vector_count``: bring-your-own vector stores.
 
 Callers store vectors they computed elsewhere (their model, a batch job) in named stores
-(one dimension and metric each, see ``engine.vector_stores``) and search them by vector.
+(one dimension and metric each, see ``engine.store.vector_stores``) and search them by vector.
 ``vector_add`` and ``vector_delete`` write: over HTTP with keys they need a key with scope
 ``admin`` (``ToolContext.require_scope``), like the jobs tool's cancel and retry; over stdio,
 or HTTP ``--no-auth`` on loopback, the caller is the local user, who owns the database anyway. The server's
@@ -19,7 +19,7 @@ from typing import Annotated, Any, Final
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 from pydantic_core import PydanticCustomError
 
-from engine.vector_stores import (
+from engine.store.vector_stores import (
     DEFAULT_STORE,
     MAX_DIMENSION,
     MAX_ID_CHARS,

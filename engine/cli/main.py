@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, get_args
 import psycopg
 import psycopg_pool
 
+from engine.admin.jobs import JobCancelledError
 from engine.embed.base import SPACES
 from engine.errors import BusyError, QuarryError, UnavailableError
 from engine.ingest.sources import Attribution, SourceKind
-from engine.jobs import JobCancelledError
 from engine.retrieval.request import DEFAULT_CODE_MODE, DEFAULT_LIMIT, DEFAULT_MODE, CodeMode, SearchMode
 
 if TYPE_CHECKING:
@@ -93,27 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--source", action="append", help="restrict to a source slug (repeatable)")
     search.add_argument("--json", action="store_true", help="print results as JSON")
 
-    commands.add_parser("mcp", help="serve MCP tools over stdio (for an IDE assistant that starts Quarry)",
-                        epilog='example (client config): {"command": "quarry", "args": ["mcp"]}')
-
-    serve = commands.add_parser(
-        "serve", help="serve MCP tools over streamable HTTP at /mcp, with /healthz",
-        epilog="example: quarry serve --host 0.0.0.0 --port 8765   (clients send 'Authorization: Bearer <key>')",
-    )
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=int(os.environ.get("QUARRY_PORT", "8765")),
-                       help="port to listen on (default: $QUARRY_PORT or 8765)")
-    serve.add_argument("--no-auth", action="store_true",
-                       help="serve without API keys (only allowed on a loopback address)")
-    serve.add_argument("--allowed-host", action="append", default=[], metavar="HOST",
-                       help="accept this Host header (repeatable; on a public bind the default is any)")
-    serve.add_argument("--allowed-origin", action="append", default=[], metavar="ORIGIN",
-                       help="accept browser requests from this Origin, e.g. https://app.example.com (repeatable)")
-    serve.add_argument("--rate-per-minute", type=float, default=120.0,
-                       help="tokens each API key regains per minute; a search costs one per distinct query")
-    serve.add_argument("--burst", type=float, default=60.0, help="most tokens a key can hold (at least 10)")
-    # `serve` used to default to stdio and take --http; HTTP is now what it does (stdio is `quarry mcp`).
-    serve.add_argument("--http", action="store_true", help=argparse.SUPPRESS)
+    _add_registered_commands(commands)
 
     keys = commands.add_parser("keys", help="create, list and revoke API keys for `quarry serve`",
                                epilog="example: quarry keys create ci-bot --scope search")
@@ -140,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     reembed.add_argument("--space", choices=list(SPACES), required=True, help="the logical space to re-embed")
     reembed.add_argument("--json", action="store_true", help="print the summary as JSON")
 
-    from engine.evaluation import EVAL_HELP, add_eval_arguments
+    from engine.cli.evaluate import EVAL_HELP, add_eval_arguments
 
     add_eval_arguments(commands.add_parser("eval", help=EVAL_HELP))
 
@@ -152,14 +132,27 @@ def build_parser() -> argparse.ArgumentParser:
                          help="rebuild only this part (repeatable; default: all)")
     reindex.add_argument("--json", action="store_true", help="print the summary as JSON")
 
-    from engine.jobs_cli import add_jobs_arguments
+    from engine.cli.jobs import add_jobs_arguments
 
     add_jobs_arguments(commands)
 
-    from engine.vectors_cli import add_vectors_arguments
+    from engine.cli.vectors import add_vectors_arguments
 
     add_vectors_arguments(commands)
     return parser
+
+
+#: Entry points in this group add commands to ``quarry``: each names a function that takes the
+#: subparsers and gives every parser it adds a ``run(args) -> exit code`` default. The MCP
+#: server registers ``mcp`` and ``serve`` so (pyproject.toml), and this package never imports it.
+COMMAND_GROUP = "quarry.commands"
+
+
+def _add_registered_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from importlib import metadata
+
+    for entry in sorted(metadata.entry_points(group=COMMAND_GROUP), key=lambda entry: entry.name):
+        entry.load()(commands)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -199,7 +192,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     if args.command == "stop":
         from engine.config import get_settings
-        from engine.db import stop_embedded_server
+        from engine.store.db import stop_embedded_server
 
         settings = get_settings()
         if settings.database_url:
@@ -208,17 +201,18 @@ def _dispatch(args: argparse.Namespace) -> int:
         print("quarry: embedded Postgres stopped" if stopped else "quarry: embedded Postgres was not running")
         return EXIT_OK
     if args.command == "psql":
-        from engine.db import database_url, psql_executable
+        from engine.store.db import database_url, psql_executable
 
         url = database_url()
         executable = psql_executable()
         os.execv(executable, [executable, url, *args.psql_args])
-    if args.command in ("mcp", "serve"):
-        return _serve(args)
+    if getattr(args, "run", None) is not None:  # a command another package registered
+        code: int = args.run(args)
+        return code
 
     with Runtime() as runtime:
         if args.command == "migrate":
-            from engine.migrations import upgrade
+            from engine.store.migrations import upgrade
 
             upgrade(runtime.database_url)
             print("quarry: database is up to date")
@@ -234,15 +228,15 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.command == "reindex":
             return _reindex(runtime, args)
         if args.command == "eval":
-            from engine.evaluation import run_eval
+            from engine.cli.evaluate import run_eval
 
             return run_eval(runtime, args)
         if args.command == "jobs":
-            from engine.jobs_cli import run_jobs
+            from engine.cli.jobs import run_jobs
 
             return run_jobs(runtime, args)
         if args.command == "vectors":
-            from engine.vectors_cli import run_vectors
+            from engine.cli.vectors import run_vectors
 
             return run_vectors(runtime, args)
         if args.command == "keys":
@@ -250,36 +244,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     raise AssertionError(args.command)
 
 
-def _serve(args: argparse.Namespace) -> int:
-    import logging
-
-    from engine.runtime import Runtime
-
-    # stdout carries the stdio protocol: everything else goes to stderr.
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    if args.command == "mcp":
-        from mcp_server.server import serve_stdio
-
-        with Runtime(read_only=True) as runtime:
-            serve_stdio(runtime)
-        return EXIT_OK
-
-    from mcp_server.auth import AccessPolicy
-    from mcp_server.http_app import serve_http
-    from mcp_server.ratelimit import RatePolicy
-
-    policy = AccessPolicy.for_bind(args.host, no_auth=args.no_auth, extra_hosts=tuple(args.allowed_host),
-                                   extra_origins=tuple(args.allowed_origin))
-    rate_policy = RatePolicy(per_minute=args.rate_per_minute, burst=args.burst)
-    with Runtime(read_only=True) as runtime:
-        serve_http(runtime, host=args.host, port=args.port, policy=policy, rate_policy=rate_policy)
-    return EXIT_OK
-
-
 def _reembed(runtime: Runtime, args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from engine.reembed import reembed_space
+    from engine.admin.reembed import reembed_space
 
     def show(embedded: int) -> None:
         if sys.stderr.isatty() and not args.json:
@@ -295,8 +263,8 @@ def _reembed(runtime: Runtime, args: argparse.Namespace) -> int:
 def _reindex(runtime: Runtime, args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from engine.jobs_cli import reindex_as_job
-    from engine.reindex import PARTS
+    from engine.admin.reindex import PARTS
+    from engine.cli.jobs import reindex_as_job
 
     def show(part: str) -> None:
         if not args.json:
@@ -308,7 +276,7 @@ def _reindex(runtime: Runtime, args: argparse.Namespace) -> int:
 
 
 def _keys(runtime: Runtime, args: argparse.Namespace) -> int:
-    from engine import api_keys
+    from engine.store import api_keys
     if args.keys_command == "create":
         created = api_keys.create_key(runtime.pool, args.name, [args.scope])
         print(created.secret)
@@ -400,7 +368,7 @@ def _status(runtime: Runtime) -> int:
     external = runtime.settings.database_url is not None
     print(f"database: {'DATABASE_URL' if external else 'embedded in ' + str(runtime.settings.home)}")
     if runtime.settings.read_database_urls:
-        from engine.replicas import check_replicas
+        from engine.store.replicas import check_replicas
 
         for health in check_replicas(runtime.settings.read_database_urls, runtime.database_url, runtime.settings):
             print(f"read replica {health.dsn}: {health.summary()}")

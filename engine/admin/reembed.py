@@ -8,7 +8,7 @@ generation serve (``quarry.switch_space_generation``), and the old one is droppe
 Chunks an ingest adds meanwhile are picked up before the switch: the switch checks,
 under a lock that holds off chunk writes, that nothing is missing.
 
-Each run is recorded as a job (kind ``reembed``, ``engine.jobs``); a cancel stops it
+Each run is recorded as a job (kind ``reembed``, ``engine.admin.jobs``); a cancel stops it
 between batches, leaving the new generation to be finished by a retry.
 """
 
@@ -23,9 +23,9 @@ import psycopg
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
+from engine.admin.jobs import JobRun
 from engine.embed.base import CODE_SPACE, Embedder
 from engine.ingest.pipeline import chunk_embedding_input, input_hash
-from engine.jobs import JobRun
 
 BATCH_CHUNKS = 256
 

@@ -22,7 +22,7 @@ from sqlalchemy.pool import NullPool
 
 from alembic import command
 
-_PACKAGE_DIR = Path(__file__).resolve().parent
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]  # engine/
 _REPO_DIR = _PACKAGE_DIR.parent
 
 # Functions created by alembic migrations (stored generated columns depend on them);

@@ -16,8 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import QuarryError
-from engine.jobs import (
+from engine.admin.jobs import (
     JOB_KINDS,
     JOB_STATUSES,
     MAX_PAGE,
@@ -30,11 +29,12 @@ from engine.jobs import (
     resolve_job_id,
     show_job,
 )
+from engine.errors import QuarryError
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
 
-    from engine.reindex import Part, ReindexSummary
+    from engine.admin.reindex import Part, ReindexSummary
     from engine.runtime import Runtime
 
 __all__ = ["add_jobs_arguments", "reindex_as_job", "run_job", "run_jobs"]
@@ -220,7 +220,7 @@ def _run_ingest(runtime: Runtime, claimed: JobRun) -> tuple[dict[str, Any], str,
 
 
 def _run_reembed(runtime: Runtime, claimed: JobRun) -> tuple[dict[str, Any], str, int]:
-    from engine.reembed import reembed_space
+    from engine.admin.reembed import reembed_space
 
     space = str(claimed.arguments["space"])
     summary = reembed_space(runtime.pool, space, runtime.embedders[space], job=claimed)
@@ -234,8 +234,8 @@ def _run_reindex(runtime: Runtime, claimed: JobRun) -> tuple[dict[str, Any], str
 
 def reindex_as_job(pool: ConnectionPool, parts: Sequence[Part] | None = None,
                    progress: Callable[[str], None] | None = None, *, job: JobRun | None = None) -> ReindexSummary:
-    """``engine.reindex.reindex`` recorded as a job (kind ``reindex``); a cancel stops it between parts."""
-    from engine.reindex import PARTS, reindex
+    """``engine.admin.reindex.reindex`` recorded as a job (kind ``reindex``); a cancel stops it between parts."""
+    from engine.admin.reindex import PARTS, reindex
 
     chosen = list(parts or PARTS)
     with job or JobRun.create(pool, "reindex", None, {"parts": chosen}) as run:

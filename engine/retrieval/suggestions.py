@@ -23,9 +23,9 @@ from typing import Any, Literal
 
 from psycopg_pool import ConnectionPool
 
-from engine.counting import selective_terms
+from engine.corpus.facets import FacetSummary, facet_values
 from engine.errors import NotFoundError
-from engine.facets import FacetSummary, facet_values
+from engine.retrieval.counting import selective_terms
 
 RecommendedTool = Literal["count", "query_documents", "advanced_search"]
 

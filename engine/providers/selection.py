@@ -12,8 +12,8 @@ from pathlib import Path
 from engine.config import Settings
 from engine.embed.base import CODE_SPACE, TEXT_SPACE, Embedder
 from engine.errors import InvalidRequestError
+from engine.providers.resilience import CircuitBreaker, RetryPolicy
 from engine.rerank.base import Reranker
-from engine.resilience import CircuitBreaker, RetryPolicy
 
 LOCAL = "local"
 _AUTO_VOYAGE = {TEXT_SPACE: "voyage-3.5", CODE_SPACE: "voyage-code-3"}

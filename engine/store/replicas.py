@@ -36,7 +36,7 @@ import psycopg_pool
 from psycopg_pool import ConnectionPool
 
 from engine.config import Settings
-from engine.db import connect_options, open_pool
+from engine.store.db import connect_options, open_pool
 
 __all__ = ["ReplicaHealth", "ReplicaSet", "ReplicaState", "assess_lag", "check_replicas", "describe_reads",
            "redact_dsn"]

@@ -7,7 +7,7 @@ Two formats, told apart by the file name:
 - ``.npy``: a 2-D float array, one vector per row; ids are the row numbers (``0``, ``1``, ...)
   unless ``--ids FILE`` gives one id per line.
 
-Rows stream into a COPY (see ``engine.vector_stores.load_vectors``): a file larger than
+Rows stream into a COPY (see ``engine.store.vector_stores.load_vectors``): a file larger than
 memory loads fine (``.npy`` is memory-mapped). The whole load is one transaction: a bad
 row aborts it, naming the line, and leaves the store as it was.
 """
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.errors import InvalidRequestError
-from engine.vector_stores import METRICS, StagedVector, as_vector, load_vectors
+from engine.store.vector_stores import METRICS, StagedVector, as_vector, load_vectors
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime

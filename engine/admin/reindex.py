@@ -29,12 +29,12 @@ from typing import Any, Literal
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
-from engine.db import autocommit
+from engine.corpus.links import store_relations
 from engine.ingest.manifests import constraints_in_manifest, manifest_kind
 from engine.ingest.vector_indexes import restore_deferred_indexes
 from engine.ingest.version_store import StatedVersions, store_versions
 from engine.ingest.versions import constraints_in_document
-from engine.relations import store_relations
+from engine.store.db import autocommit
 
 Part = Literal["text", "facets", "versions", "relations", "vectors"]
 PARTS: tuple[Part, ...] = ("text", "facets", "versions", "relations", "vectors")

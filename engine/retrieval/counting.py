@@ -29,7 +29,7 @@ CountMethod = Literal["hybrid", "keyword", "metadata"]
 #: Documents per leg, at most; the HNSW scan depth caps the vector leg at 1000 chunks.
 COUNT_BOUND = 1000
 #: Cosine similarity a chunk needs to count as being about the query. The local model
-#: gives ~0.2 for unrelated text and ~0.7 for a close paraphrase (see engine.search).
+#: gives ~0.2 for unrelated text and ~0.7 for a close paraphrase (see quarry.retrieval_confidence).
 SIMILARITY_FLOOR = 0.5
 
 

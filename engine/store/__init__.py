@@ -1,0 +1,1 @@
+"""The database: where it lives and how to reach it, migrations, replicas, vector stores, API keys."""
