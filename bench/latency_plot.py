@@ -3,8 +3,8 @@
     python -m bench.latency_plot [--out bench/.out/latency] [--png docs/latency.png]
 
 Reads every ``results-<n>.json`` (Quarry per mode) and ``peers-<n>.json`` (Quarry hybrid and the
-peers, interleaved) in the output directory; also prints the Markdown tables docs/BENCHMARKS.md
-carries.
+peers, interleaved) in the output directory; also prints them as the Markdown tables
+docs/benchmarks-log.md records, which docs/BENCHMARKS.md summarises.
 """
 
 from __future__ import annotations

@@ -93,7 +93,7 @@ declare
     problem text;
 begin
     -- v? major [.minor [.patch [-prerelease] [+build]]], x X * as wildcards. Validated by a
-    -- capture-free match and split with string functions: Postgres regex captures cost ~100x.
+    -- capture-free match and split with string functions: Postgres regex captures are far slower.
     if partial !~ ('^v?(?:0|[1-9][0-9]*|[xX*])(?:\.(?:0|[1-9][0-9]*|[xX*])(?:\.(?:0|[1-9][0-9]*|[xX*])'
                    '(?:-(?:0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*))*)?'
                    '(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?)?)?$') then

@@ -15,14 +15,14 @@ set search_path = pg_catalog
 as $$
     -- The index expression casts to the space's dimension so HNSW can index it; the vector leg
     -- (quarry.nearest_chunks) repeats exactly this expression and predicate. The graph holds
-    -- half-precision copies (the stored vectors stay single precision): at 1M chunks the index
-    -- is 1.1 GB instead of 2.0 and builds in 0.84x the time; on SciFact's 13k chunks a 50-deep
-    -- scan takes 0.92x (docs/BENCHMARKS.md). Recall@10 at 1M is 1.5 points lower at the same
-    -- ef_search, which quarry.hnsw_scan_depth makes up. halfvec also indexes up to 4,000
-    -- dimensions where vector stops at 2,000.
+    -- half-precision copies (the stored vectors stay single precision): the index is about
+    -- half the size to keep in memory and builds and scans a little faster; the recall it loses
+    -- at the same ef_search, quarry.hnsw_scan_depth makes up. halfvec also indexes up to 4,000
+    -- dimensions where vector stops at 2,000 (docs/BENCHMARKS.md, decisions).
     select format(
         'create index if not exists %I on quarry.embeddings using hnsw ((embedding::halfvec(%s)) halfvec_cosine_ops) '
-        -- ef_construction 128, not pgvector's 64: recall@10 at 100k chunks 0.968 vs 0.94 at ef_search 100
+        -- ef_construction 128, not pgvector's 64: a better-connected graph gives higher recall
+        -- at the same ef_search, worth the slower build
         'with (m = 16, ef_construction = 128) where space = %L',
         quarry.space_index_name(space_name), vector_dimension, space_name)
 $$;

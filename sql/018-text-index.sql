@@ -7,13 +7,12 @@
 -- k1 = 0.9, b = 0.4: the BEIR defaults of Anserini's BM25 baselines (short passages
 -- saturate early and vary less in length than whole web pages). Code chunks normalise length
 -- harder, b = 0.9: a long function repeats its identifiers and keywords, and 0.4 let it
--- outrank the short one a question is about. Chosen on CoSQA's dev split (text leg nDCG@10 at
--- b 0.4 / 0.6 / 0.75 / 0.9 / 1.0: 0.366 / 0.374 / 0.381 / 0.388 / 0.392; hybrid 0.602-0.604
--- throughout); on its test split 0.371 -> 0.394. Prose at 0.75 lost on SciFact (0.691 -> 0.684).
--- Both kinds normalise against the corpus-wide average length. Per-kind averages were measured
--- on SciFact and CoSQA ingested together (bench/mixed_corpus.py: code chunks average 46 weighted
--- terms, prose 117): the keyword leg gained (CoSQA 0.353 -> 0.371, SciFact 0.685 -> 0.688) but
--- hybrid search lost a little (0.600 -> 0.596, 0.731 -> 0.730), so the one average stays.
+-- outrank the short one a question is about. 0.9 was chosen on CoSQA's dev split (1.0 would
+-- make impact fall in proportion to length); prose keeps 0.4, where a higher b lost on SciFact
+-- (docs/BENCHMARKS.md, decisions).
+-- Both kinds normalise against the corpus-wide average length: per-kind averages help the
+-- keyword leg but cost hybrid search a little on prose and code ingested together
+-- (docs/benchmarks-log.md § Prose and code in one corpus: one average length or one per kind).
 -- tf is weighted by where the term occurs (title and symbol A, headings B, body D),
 -- a BM25F-style boost. Impacts use the average length when the chunk was indexed;
 -- `quarry.rebuild_text_index()` recomputes them all after large corpus changes.
@@ -40,8 +39,9 @@ comment on function quarry.weighted_term_frequencies(tsvector) is
 -- once) add theirs in parallel: quarry.insert_chunk_postings writes the postings (the bulk of
 -- the work: their heap and two B-trees), and quarry.count_new_postings then counts them into
 -- the term and corpus statistics, rows every writer shares, under
--- quarry.lock_corpus_statistics (sql/025-corpus-writes.sql). Measured on the PostgreSQL manual
--- (10.4k chunks, 440k postings, bench/ingest_throughput.py): 3.0 s to insert, 0.4 s to count.
+-- quarry.lock_corpus_statistics (sql/025-corpus-writes.sql). Inserting takes several times
+-- as long as counting, so the part held under the lock stays small
+-- (docs/benchmarks-log.md § Ingest throughput without model time).
 
 create or replace function quarry.insert_chunk_postings(
     chunk_ids uuid[],
@@ -83,8 +83,9 @@ begin
         from (select distinct chunk_id, chunk_length as l from pg_temp.new_term_frequencies) per_chunk;
     end if;
 
-    -- In impact-index order: consecutive rows land on the same index pages (measured at 2,000
-    -- chunks, 85k postings: 0.35 s of CPU for the insert, 0.43 s in chunk order).
+    -- In impact-index order: consecutive rows land on the same index pages, which costs less
+    -- CPU than inserting in chunk order (docs/benchmarks-log.md § Ingest throughput without
+    -- model time).
     -- The insert trigger leaves them to quarry.count_new_postings (transaction-local flag).
     perform set_config('quarry.postings_counted_later', 'on', true);
     insert into quarry.text_postings (term_id, chunk_id, term_frequency, chunk_length, impact)
@@ -301,12 +302,12 @@ as $$
     -- Candidates come from the top `per_term_depth` postings of each query term (impact
     -- order); the returned chunks then get their exact BM25 score. Summing only the postings
     -- read would undercount a chunk found through a rare term that also holds a common term
-    -- below that term's cut: on SciFact (13k chunks) 236 of 300 queries had a term in more
-    -- than 1000 chunks, and those partial sums cost 0.012 nDCG@10 (0.678 vs 0.691 exact).
+    -- below that term's cut, and most prose queries have a term whose list is cut.
     -- With exact candidates the cut only decides which chunks are considered, but a chunk left
-    -- out of the 50-deep list fusion reads loses its whole keyword evidence: SciFact hybrid
-    -- nDCG@10 at the default depth (candidates 50, limit 30) by cut: 250 0.719, 500 0.728,
-    -- 750 0.733, 1000 0.731 (docs/BENCHMARKS.md); at depth 200 even 250 held (0.733).
+    -- out of the 50-deep list fusion reads loses its whole keyword evidence, so the default
+    -- cut of 750 is the shallowest that kept hybrid quality at the default depth (candidates
+    -- 50) (docs/BENCHMARKS.md, decisions; docs/benchmarks-log.md § cosqa (test, 500 queries,
+    -- 6267 docs) and § Half-precision HNSW graph, scan depth growing with the index).
     with allowed_sources as materialized (  -- evaluated once, not once per posting
         select * from quarry.filtered_source_ids(filters) where filters is not null
     ),
@@ -380,9 +381,9 @@ begin
     -- single indexing pass below computes every impact with today's average length.
     lock table quarry.text_postings in exclusive mode;
     truncate quarry.text_postings;
-    -- Loading into an unindexed table and building the two indexes once is ~5x faster than
-    -- maintaining them row by row (measured at 100k chunks: 53 s vs 286 s). The definitions
-    -- repeat alembic 0003's and 0012's (the chunk index), which own them.
+    -- Loading into an unindexed table and building the two indexes once is much faster than
+    -- maintaining them row by row. The definitions repeat alembic 0003's and 0012's (the
+    -- chunk index), which own them.
     drop index quarry.text_postings_impact_idx;
     drop index quarry.text_postings_chunk_idx;
     indexed := quarry.index_chunk_terms(array(select id from quarry.chunks), k1, b, code_b);

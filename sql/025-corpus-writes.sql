@@ -113,13 +113,13 @@ comment on function quarry.insert_reused_vectors(int[], uuid[], text[], bytea[])
 'Store vectors for new chunks from the ones quarry.stage_reused_vectors copied aside; returns the rows written.';
 
 -- Deferred HNSW maintenance for bulk loads (see alembic 0011 and engine/ingest/vector_indexes.py).
--- Inserting a row into an HNSW index costs a graph search and page updates (~1.1 ms at 384
--- dimensions, m 16, ef_construction 128, half precision); building the graph in memory costs
--- ~0.29 ms per vector, on parallel workers. So a load that adds at least half as many vectors as a small
--- space holds records the index definition here, drops the index concurrently (searches turn
--- into exact scans, correct and still fast at that size) and builds it again when it ends.
--- Any ingest that finishes restores every deferred index, so a killed load is repaired by
--- the next run.
+-- Inserting a row into an HNSW index costs a graph search and page updates, serially in the
+-- writer; building the graph in memory costs a fraction of that per vector, on parallel workers
+-- (docs/benchmarks-log.md § Ingest throughput without model time). So a load that adds at
+-- least half as many vectors as a small space holds records the index definition here, drops
+-- the index concurrently (searches turn into exact scans, correct and still fast at that
+-- size) and builds it again when it ends. Any ingest that finishes restores every deferred
+-- index, so a killed load is repaired by the next run.
 
 create or replace function quarry.defer_space_index(space_name text) returns text
 language plpgsql volatile

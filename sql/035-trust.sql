@@ -31,8 +31,9 @@ comment on function quarry.trust_weight_list() is
 -- The pieces below and quarry.weighted_trust carry no `set search_path` and are one
 -- expression each, every parameter of the costly ones used once: that is what lets the planner
 -- inline them into the caller's statement (search_hits reads the weights once and passes
--- them), where called SQL functions cost ~10 us each per hit. They name only built-ins and
--- each other, and only the database owner may create objects in the schemas callers search.
+-- them) instead of paying a function call per factor per hit (docs/BENCHMARKS.md, decisions:
+-- search SQL). They name only built-ins and each other, and only the database owner may
+-- create objects in the schemas callers search.
 -- double precision throughout (numeric power() per hit cost more than the rest together),
 -- json rather than jsonb while nesting (jsonb re-encodes every nested object).
 create or replace function quarry.attribution_trust(attribution text) returns double precision

@@ -413,7 +413,7 @@ declare
     used_metric text;
     total bigint;
     stored_rows double precision;
-    ef int := least(1000, greatest(200, 2 * match_count));  -- recall@10 0.99 on 100k random 32-d vectors
+    ef int := least(1000, greatest(200, 2 * match_count));  -- deep enough for near-exact top matches
     use_exact boolean;
     candidates text;
     ids text[];

@@ -73,12 +73,12 @@ def _start_embedded_server(pgdata: Path) -> str:
 def shared_buffers_mb(memory_bytes: int | None) -> int | None:
     """The embedded server's buffer cache: an eighth of the machine's memory, 128 MB to 4 GB.
 
-    Postgres's own default (128 MB) holds neither a 100k-chunk HNSW graph (112 MB) nor its hot
-    postings, so searches copied pages from the operating system's cache on every query: hybrid
-    p50 fell from 8.7-9.3 to 5.6-6.5 ms at 1M chunks with 2 GB, and from 6.8-7.2 to 5.9-6.3 at
-    100k with 1 GB (docs/BENCHMARKS.md). An eighth, not the quarter advised for a dedicated database
-    host, because the embedded server shares a workstation; the pages are only touched as the
-    corpus is read, so a small corpus never occupies the whole cache.
+    Postgres's own default (128 MB) holds neither the HNSW graph of a 100k-chunk corpus nor its
+    hot postings, so searches would copy pages from the operating system's cache on every query
+    (docs/BENCHMARKS.md, decisions; docs/benchmarks-log.md § A buffer cache sized to the machine).
+    An eighth, not the quarter advised for a dedicated database host, because the embedded server
+    shares a workstation; the pages are only touched as the corpus is read, so a small corpus
+    never occupies the whole cache.
     """
     if memory_bytes is None:
         return None
@@ -191,7 +191,8 @@ def _quiet(conn: psycopg.Connection[Any]) -> bool:
     message or closes the socket, and either makes the socket readable: such a connection gets
     the pool's round-trip check, which reads what arrived and raises if it is dead. An idle
     session receives nothing otherwise (no LISTEN is used), so a quiet socket is a live one as
-    far as the server has said; the empty statement this spares was 0.1 ms of a ~3 ms search.
+    far as the server has said, and a search is spared a round trip (docs/benchmarks-log.md § A
+    shallower HNSW scan below 100k vectors, and a checkout without a round trip).
     """
     if (conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
             or not hasattr(select, "poll")):  # poll, not select: a busy server's descriptors pass 1024
