@@ -41,9 +41,8 @@ begin
         limit $2
     $sql$, space_dimension, physical,
         -- A scalar subquery, not EXISTS: the planner would turn EXISTS into a semi-join
-        -- that filters every chunk and sorts every vector (measured: 273 ms instead of
-        -- 17 ms at 13k chunks, growing with the corpus); as a per-row check it keeps
-        -- the HNSW scan.
+        -- that filters every chunk and sorts every vector (more than ten times slower,
+        -- and growing with the corpus); as a per-row check it keeps the HNSW scan.
         case when filters is null then '' else $filter$
             and coalesce((
                 select true from quarry.chunks c join allowed_sources s on s.id = c.source_id
@@ -79,16 +78,11 @@ create or replace function quarry.hnsw_scan_depth(depth int, indexed_vectors dou
 language sql immutable parallel safe
 set search_path = pg_catalog
 as $$
-    -- HNSW returns at most ef_search rows, so the scan starts 10 deeper than the leg (at 40 for
-    -- a 50-deep leg, the iterative scan had to resume: 0.58 ms against 0.45 at 60 on SciFact);
-    -- iterative scans keep filtered legs full. Recall falls as the graph grows, so the depth
-    -- grows by three quarters per tenfold above 10k vectors. Measured recall@10 of a 50-deep
-    -- leg against exact search: 6k CoSQA chunks at 60 0.999; 13k SciFact at 60 0.989, 100
-    -- 0.994; bench/latency.py's 100k at 50 0.983, 100 0.990 and 1M (half-precision index) at
-    -- 100 0.951, 150 0.968, 200 0.976. For that leg this gives 60 / 105 / 150 at 10k / 100k /
-    -- 1M; the rule it replaces (max(100, 2 x depth), times 1 + log10(vectors / 100k) / 2) gave
-    -- 100 / 100 / 150, and its floor of 100 cost 0.15-0.25 ms a search below 100k for recall
-    -- the graph already had.
+    -- HNSW returns at most ef_search rows, so the scan starts a little deeper than the leg
+    -- (an iterative scan that has to resume costs more than the extra rows); iterative scans
+    -- keep filtered legs full. Recall falls as the graph grows, so the depth grows by three
+    -- quarters per tenfold above 10k vectors: the shallowest rule that held recall@10 against
+    -- exact search from 6k to 1M vectors (docs/BENCHMARKS.md, decisions: HNSW scan depth).
     select least(1000, round((depth + 10) * (1 + 0.75 * greatest(0, log(greatest(indexed_vectors, 1) / 10000)))))::int
 $$;
 
@@ -183,7 +177,7 @@ language plpgsql volatile
 rows 20  -- a page of hits: lets callers join it with nested loops over primary keys
 set search_path = quarry, public, pg_catalog
 -- The fused statement's plan does not depend on the values: under the default (auto) mode
--- plpgsql kept planning it per call, 0.6 ms of a ~5 ms search on SciFact (docs/BENCHMARKS.md).
+-- plpgsql kept planning it per call, a noticeable share of a search (docs/BENCHMARKS.md, decisions: search SQL).
 set plan_cache_mode = force_generic_plan
 as $$
 #variable_conflict use_column
