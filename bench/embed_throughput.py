@@ -23,7 +23,9 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from engine.embed.local import LocalMiniLM, _load_tokenizer, _session, _source_model
+from engine.embed.local import LocalMiniLM, _source_model
+from engine.embed.minilm_runtime import load_tokenizer
+from engine.embed.minilm_runtime import session as onnx_session
 
 CACHE = Path(__file__).resolve().parent / ".out" / "models"
 
@@ -44,7 +46,7 @@ class ShippedModel(LocalMiniLM):
 
     def prepare(self) -> Path:
         if self._session is None:
-            self._session = _session(str(_source_model()), self._threads)
+            self._session = onnx_session(str(_source_model()), self._threads)
         return _source_model()
 
     def _forward(self, ids: npt.NDArray[np.int64], mask: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
@@ -84,7 +86,7 @@ def passages(count: int, tokens: int) -> list[str]:
             break
     if len(pool) < 50:
         pool = FALLBACK * 4
-    tokenizer = _load_tokenizer()
+    tokenizer = load_tokenizer()
     tokenizer.no_truncation()
     lengths = [len(e.ids) - 2 for e in tokenizer.encode_batch(pool)]
     out: list[str] = []
@@ -125,7 +127,7 @@ def main() -> None:
     args = parser.parse_args()
 
     texts = passages(args.passages, args.tokens)
-    tokenizer = _load_tokenizer()
+    tokenizer = load_tokenizer()
     lengths = [len(e.ids) for e in tokenizer.encode_batch(texts)]
     print(
         f"{len(texts)} passages, tokens per passage: mean {statistics.mean(lengths):.0f}, "

@@ -17,7 +17,8 @@ import pytest
 
 import engine.embed.local as local
 from engine.embed.base import Embedder
-from engine.embed.local import DIMENSION, LocalMiniLM
+from engine.embed.local import LocalMiniLM
+from engine.embed.minilm_runtime import DIMENSION
 
 REFERENCE = Path(__file__).parent / "data" / "minilm_reference.json"
 
@@ -132,7 +133,7 @@ def test_second_construction_reuses_the_prepared_file(
     def no_preparing(*_: object) -> None:
         raise AssertionError("prepared again although the cache holds the model")
 
-    monkeypatch.setattr(local, "_prepare", no_preparing)
+    monkeypatch.setattr(local, "prepare_model", no_preparing)
     again = LocalMiniLM(minilm_cache, threads=1)
     assert again.prepare() == path
     assert path.stat().st_mtime_ns == stamp

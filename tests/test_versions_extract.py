@@ -20,15 +20,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from packaging.specifiers import SpecifierSet
 
-from engine.ingest.manifests import constraints_in_manifest, pep440_range
-from engine.ingest.versions import (
-    UnrepresentableRange,
-    VersionConstraint,
-    compact_pragma_range,
-    constraints_in_document,
-    format_range,
-    normalise_npm_range,
-)
+from engine.ingest.compact_pragmas import compact_pragma_range
+from engine.ingest.ecosystem_ranges import pep440_range
+from engine.ingest.manifests import constraints_in_manifest
+from engine.ingest.npm_ranges import normalise_npm_range
+from engine.ingest.version_sets import UnrepresentableRange, format_range
+from engine.ingest.versions import VersionConstraint, constraints_in_document
 from tests.node_semver import SemverOracle
 
 
