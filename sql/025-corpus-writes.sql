@@ -7,7 +7,7 @@
 -- them (two ingests, or the two batch writers of one ingest, each holding rows the other
 -- needs): ingestion writes everything else of a batch first, postings included, concurrently,
 -- and its documents, versions and the postings' count last, under this lock
--- (engine.ingest.pipeline, quarry.count_new_postings).
+-- (engine.ingest.batch_writer, quarry.count_new_postings).
 
 create or replace function quarry.lock_corpus_statistics() returns void
 language sql volatile

@@ -115,8 +115,8 @@ def test_a_second_concurrent_ingest_of_a_source_is_refused(
 
 
 def test_embedding_input_gives_docs_their_headings_and_code_its_own_text() -> None:
+    from engine.ingest.batch import embedding_input
     from engine.ingest.parsers import parse_document
-    from engine.ingest.pipeline import embedding_input
     from tests.corpus import FILES
 
     doc = parse_document("docs/indexes.md", FILES["docs/indexes.md"].encode())

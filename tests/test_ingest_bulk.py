@@ -16,8 +16,10 @@ from engine.admin.reindex import reindex
 from engine.config import Settings
 from engine.embed.base import CODE_SPACE, SPACES, TEXT_SPACE
 from engine.ingest.batch import Segment
-from engine.ingest.pipeline import Ingestor, IngestProgress
+from engine.ingest.batch_writer import BatchWriter
+from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
+from engine.ingest.summary import IngestProgress
 from engine.ingest.write_behind import WriteBehind
 from engine.store.db import open_pool
 from tests.test_bm25 import _assert_statistics_exact
@@ -268,11 +270,11 @@ def test_a_vector_deleted_after_the_lookup_is_embedded_instead(
 
     # Each segment's lookup claims every input has a stored vector: none has, as if another
     # run deleted them between the lookup and the write.
-    def everything_stored(self: Ingestor, groups: Any, segment: Segment) -> None:
+    def everything_stored(self: BatchWriter, groups: Any, segment: Segment) -> None:
         for group in groups:
             segment.stored[group.number] = set(segment.hashes)
 
-    monkeypatch.setattr(Ingestor, "_look_up_stored", everything_stored)
+    monkeypatch.setattr(BatchWriter, "_look_up_stored", everything_stored)
     summary = ingestor.ingest(root, SourceSpec(slug=SLUG))
     assert summary.chunks_written == reference.chunks_written and summary.vectors_embedded > 0
     with psycopg.connect(database_url, autocommit=True) as conn:

@@ -28,7 +28,8 @@ from psycopg_pool import ConnectionPool
 
 from engine.admin.jobs import list_jobs
 from engine.embed.base import CODE_SPACE, TEXT_SPACE
-from engine.ingest.pipeline import INGEST_LOCK_CLASS, Ingestor, chunk_embedding_input
+from engine.ingest.batch import chunk_embedding_input
+from engine.ingest.pipeline import INGEST_LOCK_CLASS, Ingestor
 from engine.ingest.sources import SourceSpec
 from tests.corpus import write_corpus
 from tests.test_bm25 import _assert_statistics_exact

@@ -8,7 +8,9 @@ from hypothesis import strategies as st
 
 from engine.ingest.model import MAX_CHUNK_TOKENS, estimate_tokens
 from engine.ingest.parsers import SUPPORTED_EXTENSIONS, ParseError, is_supported, parse_document
-from engine.ingest.parsers.packing import Block, SourceText, bounded_pieces, count_tokens, pack_blocks
+from engine.ingest.parsers.packing import Block, bounded_pieces, pack_blocks
+from engine.ingest.parsers.source_text import SourceText
+from engine.ingest.parsers.tokens import count_tokens
 from tests.parser_checks import assert_exact_chunks
 
 # Text mixing ASCII words, punctuation, whitespace, accents, CJK, emoji, NBSP and

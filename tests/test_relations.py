@@ -25,7 +25,8 @@ from engine.config import Settings
 from engine.corpus.links import NeighborWalk, neighbors
 from engine.errors import NotFoundError
 from engine.ingest.pipeline import Ingestor
-from engine.ingest.relations import Reference, references_in_document
+from engine.ingest.references import Reference
+from engine.ingest.relations import references_in_document
 from engine.ingest.sources import SourceSpec
 from mcp_server.auth import AccessPolicy
 from mcp_server.http_app import build_http_app
@@ -248,12 +249,12 @@ def test_quarry_code_imports_and_readme_links(quarry_tree: ConnectionPool) -> No
     assert errors.document_id == _document(pool, "quarry", "engine/errors.py") and errors.level == 1
     assert errors.hops[0].source == pipeline and errors.hops[0].relation == "imports"
     assert errors.hops[0].target == "engine.errors" and errors.hops[0].target_document == errors.document_id
-    assert {"engine/ingest/version_store.py", "engine/ingest/walk.py", "engine/admin/jobs.py"} <= reached.keys()
+    assert {"engine/ingest/vector_indexes.py", "engine/ingest/walk.py", "engine/admin/jobs.py"} <= reached.keys()
     # a third-party package stays an unresolved edge; the standard library is external
-    assert reached["numpy"].document_id is None and reached["numpy"].relation == "imports"
+    assert reached["psycopg"].document_id is None and reached["psycopg"].relation == "imports"
     assert all(node.document_id is not None for node in walk.neighbors if (node.target or "").startswith("engine."))
     external = _reached(neighbors(pool, pipeline, relation="external"))
-    assert {"hashlib", "time", "collections.abc"} <= external.keys()
+    assert {"logging", "time", "collections.abc"} <= external.keys()
     assert all(node.document_id is None for node in external.values())
     # what imports engine/errors.py: incoming edges
     importers = _reached(neighbors(pool, errors.document_id, direction="in")) if errors.document_id else {}
@@ -430,8 +431,8 @@ def test_neighbors_through_the_mcp_client(mcp: McpSession, quarry_tree: Connecti
     assert errors["resolved"] is True and errors["depth"] == 1
     assert errors["hops"] == [{"from": str(pipeline), "relation": "imports", "to": errors["document_id"],
                                "target": "engine.errors", "line": errors["hops"][0]["line"]}]
-    numpy = next(result for result in body["results"] if result["target"] == "numpy")
-    assert numpy["document_id"] is None and numpy["resolved"] is False
+    third_party = next(result for result in body["results"] if result["target"] == "psycopg")
+    assert third_party["document_id"] is None and third_party["resolved"] is False
 
     cut = mcp.ok("neighbors", {"id": str(pipeline), "depth": 2, "budget": 3})
     assert cut["truncated"] is True and cut["result_count"] == 3

@@ -25,7 +25,7 @@ from psycopg_pool import ConnectionPool
 
 from engine.admin.jobs import JobRun
 from engine.embed.base import CODE_SPACE, Embedder
-from engine.ingest.pipeline import chunk_embedding_input, input_hash
+from engine.ingest.batch import chunk_embedding_input, input_hash
 
 BATCH_CHUNKS = 256
 

@@ -296,8 +296,9 @@ def _keys(runtime: Runtime, args: argparse.Namespace) -> int:
 
 
 def _ingest(runtime: Runtime, args: argparse.Namespace) -> int:
-    from engine.ingest.pipeline import Ingestor, IngestProgress
+    from engine.ingest.pipeline import Ingestor
     from engine.ingest.sources import SourceSpec
+    from engine.ingest.summary import IngestProgress
     source = SourceSpec(
         slug=args.source, display_name=args.display_name, kind=args.kind, attribution=args.attribution,
         base_url=args.base_url, url_template=args.url_template, version=args.source_version,

@@ -20,7 +20,8 @@ from psycopg.rows import class_row
 from psycopg_pool import ConnectionPool
 
 from engine.errors import NotFoundError
-from engine.ingest.relations import Relation, references_in_document
+from engine.ingest.references import Relation
+from engine.ingest.relations import references_in_document
 
 __all__ = [
     "MAX_BUDGET", "MAX_DEPTH", "Direction", "Hop", "Neighbor", "NeighborWalk", "neighbors", "store_relations",

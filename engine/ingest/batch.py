@@ -19,7 +19,7 @@ from psycopg import Connection
 
 from engine.embed.base import Embedder
 from engine.ingest.model import PARSER_VERSION, ParsedDocument
-from engine.ingest.parsers.packing import count_tokens
+from engine.ingest.parsers.tokens import count_tokens
 from engine.ingest.sources import document_url
 from engine.ingest.versions import VersionConstraint
 

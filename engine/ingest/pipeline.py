@@ -8,10 +8,11 @@ text pays for the model. Documents are written in batches, each its own
 transaction: an interrupted run keeps what it finished, and rerunning completes it.
 
 Parsing and writing overlap (``engine.ingest.write_behind``): this thread walks and
-parses while writer threads embed what is new and write, so Python and the Postgres
-backends keep both cores busy. Two writers write two batches at once, on two connections:
-each writes its chunks (tsvector, GIN), vectors, relations and BM25 postings first, then,
-holding ``quarry.lock_corpus_statistics`` until it commits, its documents (facet counts),
+parses (``engine.ingest.changed_files``) while writer threads (``engine.ingest.batch_writer``)
+embed what is new and write, so Python and the Postgres backends keep both cores busy.
+Two writers write two batches at once, on two connections: each writes its chunks
+(tsvector, GIN), vectors, relations and BM25 postings first, then, holding
+``quarry.lock_corpus_statistics`` until it commits, its documents (facet counts),
 versions and the postings' count into the term statistics, the rows every batch shares.
 Reused vectors never leave the server: a batch copies them from the stored rows by content
 hash in SQL. A load large for its embedding space defers the space's HNSW index and builds
@@ -20,52 +21,30 @@ it once at the end (``engine.ingest.vector_indexes``).
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-import numpy as np
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
 from engine.admin.jobs import JobRun
-from engine.corpus.links import store_relations
 from engine.embed.base import CODE_SPACE, Embedder
 from engine.errors import BusyError
-from engine.ids import uuid7
-from engine.ingest.batch import (
-    ModelGroup,
-    PendingDocument,
-    Segment,
-    chunk_embedding_input,
-    copy_chunks,
-    copy_documents,
-    embedding_input,
-    input_hash,
-    needs_model,
-    write_vectors,
-)
+from engine.ingest.batch import ModelGroup, PendingDocument, Segment
+from engine.ingest.batch_writer import WRITE_CHUNKS, BatchWriter, WriteTarget
+from engine.ingest.changed_files import StoredDocument, is_ingested, prepare_document
 from engine.ingest.changes import ChangeSet
-from engine.ingest.manifests import constraints_in_manifest, manifest_kind
-from engine.ingest.model import PARSER_VERSION
-from engine.ingest.parsers import ParseError, is_supported, parse_document
 from engine.ingest.sources import SourceSpec
-from engine.ingest.summary import IngestProgress, IngestSummary, ProgressCallback
+from engine.ingest.summary import IngestProgress, IngestSummary, ProgressCallback, job_counts, report_progress
 from engine.ingest.vector_indexes import DeferredIndexes
-from engine.ingest.version_store import StatedVersions, store_versions
-from engine.ingest.versions import constraints_in_document
-from engine.ingest.walk import Candidate, FoundFile, SkippedFile, list_tree, read_tree
+from engine.ingest.walk import Candidate, SkippedFile, list_tree, read_tree
 from engine.ingest.write_behind import WriteBehind
 
-__all__ = ["INGEST_LOCK_CLASS", "IngestProgress", "IngestSummary", "Ingestor", "ProgressCallback",
-           "chunk_embedding_input", "embedding_input", "input_hash"]
+__all__ = ["INGEST_LOCK_CLASS", "Ingestor"]
 
 #: Advisory-lock class for "ingesting source <id>" (the second key is the source id).
 INGEST_LOCK_CLASS = 0x5149  # "QI"
@@ -74,12 +53,8 @@ INGEST_LOCK_CLASS = 0x5149  # "QI"
 #: written in its own transaction: an interruption loses little model work, and the
 #: progress display moves every few seconds (the local model embeds ~80 chunks/s).
 _BATCH_CHUNKS = 256
-#: Consecutive segments whose vectors are all stored already are written together, up to
-#: this many chunks per transaction: per-transaction work (term statistics, triggers,
-#: commit) is then paid once per 2,048 chunks instead of once per 256.
-_WRITE_CHUNKS = 2048
 #: Segments the parser may run ahead of the writers (enough to fill one merged write).
-_WRITE_AHEAD = _WRITE_CHUNKS // _BATCH_CHUNKS
+_WRITE_AHEAD = WRITE_CHUNKS // _BATCH_CHUNKS
 #: Batches written at once, each on its own connection. Two: one batch's chunks and postings
 #: are written while the other's are, and while it holds the statistics lock (waiting for it
 #: took 0.16 s of the 7.4 s two writers spent per round). On the PostgreSQL manual with every
@@ -89,30 +64,6 @@ _WRITE_AHEAD = _WRITE_CHUNKS // _BATCH_CHUNKS
 _WRITERS = 2
 #: Connections one run holds at most besides its writers: the source's lock and the job's.
 _HELD_CONNECTIONS = 2
-#: Foreign keys the writers check at commit (alembic 0013): chunks and relations are written
-#: before their documents, which wait for the statistics lock.
-_DEFERRED_DOCUMENT_KEYS = "set constraints quarry.chunks_document_id_fkey, quarry.relations_document_id_fkey deferred"
-
-@dataclass(frozen=True, slots=True)
-class _StoredDocument:
-    id: UUID
-    content_hash: bytes
-    parser_version: int
-
-
-def _is_ingested(relative_path: str) -> bool:
-    return is_supported(relative_path) or manifest_kind(relative_path) is not None
-
-
-_progress_lock = threading.Lock()  # the parser and the writer both report progress
-
-
-def _report(progress: ProgressCallback | None, state: IngestProgress, summary: IngestSummary) -> None:
-    if progress is not None:
-        with _progress_lock:
-            state.chunks_written = summary.chunks_written
-            state.vectors_embedded = summary.vectors_embedded
-            progress(state)
 
 
 def _start_job(pool: ConnectionPool, job: JobRun | None, root: Path, source: SourceSpec, wait_for_lock: bool,
@@ -123,72 +74,6 @@ def _start_job(pool: ConnectionPool, job: JobRun | None, root: Path, source: Sou
     run = job or JobRun.create(pool, "ingest", source.slug, arguments)
     run.start()
     return run
-
-
-def _job_counts(state: IngestProgress | None, summary: IngestSummary) -> dict[str, int]:
-    """What a job row shows: progress after a batch (with ``state``), final counts without."""
-    counts = {"added": summary.added, "updated": summary.updated, "unchanged": summary.unchanged,
-              "deleted": summary.deleted, "chunks_written": summary.chunks_written,
-              "vectors_embedded": summary.vectors_embedded, "vectors_reused": summary.vectors_reused,
-              "skipped": len(summary.skipped), "failed": len(summary.failed)}
-    return counts if state is None else {"files_seen": state.files_seen, **counts}
-
-
-def _check_lock_session(lock_conn: Connection[Any]) -> None:
-    """Fail before a batch if the session holding the source's lock died (e.g. a database restart).
-
-    Batches go through other pooled connections, which reconnect by themselves; without this
-    round trip an ingest could write a batch after its lock vanished with its session, and a
-    second ingest of the source could interleave with it.
-    """
-    lock_conn.execute("select 1")
-
-
-class _WritingClock:
-    """Wall seconds during which at least one writer was in a write transaction (they overlap)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._writing = 0
-        self._since = 0.0
-        self.seconds = 0.0
-
-    @contextmanager
-    def writing(self) -> Iterator[None]:
-        with self._lock:
-            if self._writing == 0:
-                self._since = time.perf_counter()
-            self._writing += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._writing -= 1
-                if self._writing == 0:
-                    self.seconds += time.perf_counter() - self._since
-
-
-@dataclass(frozen=True, slots=True)
-class _WriteTarget:
-    """What the writer threads write into, and report to, during one run."""
-
-    source_id: int
-    base_url: str | None
-    url_template: str | None
-    groups: list[ModelGroup]
-    lock_conn: Connection[Any]
-    job: JobRun
-    indexes: DeferredIndexes
-    state: IngestProgress
-    progress: ProgressCallback | None
-    summary: IngestSummary
-    # The summary, deferred indexes and job are updated by one writer at a time.
-    bookkeeping: threading.Lock = field(default_factory=threading.Lock)
-    # A batch the model embeds is written by one writer at a time, looked up again under this
-    # lock: text two batches share is embedded once, and the model has the cores to itself.
-    # Reentrant: staging may embed again (vectors deleted meanwhile) while it is held.
-    model: threading.RLock = field(default_factory=threading.RLock)
-    clock: _WritingClock = field(default_factory=_WritingClock)
 
 
 def _restore_quietly(indexes: DeferredIndexes) -> None:
@@ -208,6 +93,7 @@ class Ingestor:
         self._pool = pool
         self._embedders = dict(embedders)
         self._max_file_bytes = max_file_bytes
+        self._batches = BatchWriter(pool)
 
     def ingest(
         self,
@@ -246,14 +132,14 @@ class Ingestor:
                 stored = self._stored_documents(source_id)
                 only = None if changed is None else changed.modified
                 indexes = DeferredIndexes(self._pool, [space for group in groups for space in group.spaces])
-                listing = list_tree(root, is_supported=_is_ingested, max_file_bytes=self._max_file_bytes, only=only)
+                listing = list_tree(root, is_supported=is_ingested, max_file_bytes=self._max_file_bytes, only=only)
                 indexes.start(sum(item.size for item in listing
                                   if isinstance(item, Candidate) and item.relative_path not in stored))
                 state = IngestProgress()
-                target = _WriteTarget(source_id, base_url, url_template, groups, lock_conn, run, indexes, state,
+                target = WriteTarget(source_id, base_url, url_template, groups, lock_conn, run, indexes, state,
                                       progress, summary)
-                writer = WriteBehind(lambda segments: self._write_segments(target, segments), depth=_WRITE_AHEAD,
-                                     name=f"quarry-ingest-{source.slug}", threads=self._writers())
+                writer = WriteBehind(lambda segments: self._batches.write_segments(target, segments),
+                                     depth=_WRITE_AHEAD, name=f"quarry-ingest-{source.slug}", threads=self._writers())
                 seen = self._parse_tree(listing, stored, writer, state, progress, summary)
                 writer.close()  # a writer's error, if one failed, is raised here
                 summary.write_seconds += target.clock.seconds
@@ -271,13 +157,13 @@ class Ingestor:
                 if indexes is not None:
                     _restore_quietly(indexes)
                 if run is not None:
-                    run.end_with(error, _job_counts(None, summary), summary.failed)
+                    run.end_with(error, job_counts(None, summary), summary.failed)
                 raise
             finally:
                 lock_conn.execute("select pg_advisory_unlock(%s, %s)", (INGEST_LOCK_CLASS, source_id))
                 lock_conn.commit()
         summary.total_seconds = time.perf_counter() - started
-        run.succeed(_job_counts(None, summary), summary.failed)
+        run.succeed(job_counts(None, summary), summary.failed)
         return summary
 
     def _writers(self) -> int:
@@ -287,7 +173,7 @@ class Ingestor:
     def _parse_tree(
         self,
         listing: list[Candidate | SkippedFile],
-        stored: Mapping[str, _StoredDocument],
+        stored: Mapping[str, StoredDocument],
         writer: WriteBehind[Segment],
         state: IngestProgress,
         progress: ProgressCallback | None,
@@ -301,12 +187,12 @@ class Ingestor:
             writer.check()  # stop parsing as soon as the writer failed
             state.files_seen += 1
             state.current_path = item.relative_path
-            _report(progress, state, summary)
+            report_progress(progress, state, summary)
             if isinstance(item, SkippedFile):
                 summary.skipped.append((item.relative_path, item.reason))
                 continue
             seen.add(item.relative_path)
-            document = self._prepare(item, stored.get(item.relative_path), summary)
+            document = prepare_document(item, stored.get(item.relative_path), summary)
             if document is None:
                 continue
             pending.append(document)
@@ -374,168 +260,13 @@ class Ingestor:
                 group.spaces[str(row[0])] = space == CODE_SPACE
         return groups
 
-    def _stored_documents(self, source_id: int) -> dict[str, _StoredDocument]:
+    def _stored_documents(self, source_id: int) -> dict[str, StoredDocument]:
         with self._pool.connection() as conn:
             rows = conn.execute(
                 "select path, id, content_hash, parser_version from quarry.documents where source_id = %s",
                 (source_id,),
             ).fetchall()
-        return {path: _StoredDocument(doc_id, bytes(digest), version) for path, doc_id, digest, version in rows}
-
-    def _prepare(
-        self, item: FoundFile, stored: _StoredDocument | None, summary: IngestSummary
-    ) -> PendingDocument | None:
-        content_hash = hashlib.sha256(item.raw).digest()
-        if stored is not None and stored.content_hash == content_hash and stored.parser_version == PARSER_VERSION:
-            summary.unchanged += 1
-            return None
-        started = time.perf_counter()
-        try:
-            parsed = parse_document(item.relative_path, item.raw)
-        except ParseError as error:
-            summary.failed.append((item.relative_path, str(error)))
-            return None
-        finally:
-            summary.parse_seconds += time.perf_counter() - started
-        document = PendingDocument(item.relative_path, item.raw, content_hash, parsed,
-                                    None if stored is None else stored.id)
-        text = item.raw.decode("utf-8", errors="replace")
-        skipped: list[tuple[str, str]] = []
-        document.manifest_kind = manifest_kind(item.relative_path)
-        if document.manifest_kind is not None:
-            document.constraints = constraints_in_manifest(item.relative_path, text, skipped=skipped) or []
-        else:
-            document.constraints = constraints_in_document(item.relative_path, text, skipped=skipped)
-        summary.skipped.extend((f"{item.relative_path}: version constraint {what}", reason)
-                               for what, reason in skipped)
-        return document
-
-    # -- the writer threads --------------------------------------------------
-
-    def _write_segments(self, target: _WriteTarget, segments: Iterator[Segment]) -> None:
-        """Write the parser's segments in order: alone when the model embeds some of it, else merged."""
-        following: Segment | None = None
-        while True:
-            batch = following or next(segments, None)
-            following = None
-            if batch is None:
-                return
-            self._look_up_stored(target.groups, batch)
-            while not needs_model(target.groups, batch) and len(batch.inputs) < _WRITE_CHUNKS:
-                following = next(segments, None)
-                if following is None:
-                    break
-                self._look_up_stored(target.groups, following)
-                if needs_model(target.groups, following) or len(batch.inputs) + len(following.inputs) > _WRITE_CHUNKS:
-                    break
-                batch.extend(following)
-                following = None
-            self._write_batch(target, batch)
-            with target.bookkeeping:
-                _report(target.progress, target.state, target.summary)
-                target.job.progress(_job_counts(target.state, target.summary))  # stops here when cancelled
-
-    def _look_up_stored(self, groups: Sequence[ModelGroup], segment: Segment, *, again: bool = False) -> None:
-        """Which of the segment's embedding inputs have a vector already, per model group (hashes only)."""
-        if (segment.stored and not again) or not groups:
-            return  # looked up already (a segment carried over to the next batch)
-        with self._pool.connection() as conn:
-            for group in groups:
-                hashes = list({segment.hashes[i] for i in group.wanted(segment)})
-                rows = conn.execute(
-                    "select distinct input_hash from quarry.embeddings where space = any(%s) and input_hash = any(%s)",
-                    (list(group.spaces), hashes),
-                ).fetchall() if hashes else []
-                segment.stored[group.number] = {bytes(digest) for (digest,) in rows}
-
-    def _embed(self, target: _WriteTarget, group: ModelGroup, batch: Segment,
-               digests: set[bytes]) -> dict[bytes, np.ndarray]:
-        """Run the group's model on the inputs with these hashes, each once."""
-        if not digests:
-            return {}
-        first = {}
-        for index, digest in enumerate(batch.hashes):
-            if digest in digests and digest not in first:
-                first[digest] = index
-        with target.model:
-            started = time.perf_counter()
-            vectors = group.embedder.embed_documents([batch.inputs[i] for i in first.values()])
-            target.summary.embed_seconds += time.perf_counter() - started
-            target.summary.vectors_embedded += len(first)
-        return dict(zip(first, vectors, strict=True))
-
-    def _write_batch(self, target: _WriteTarget, batch: Segment) -> None:
-        _check_lock_session(target.lock_conn)
-        embeds = needs_model(target.groups, batch)
-        with target.model if embeds else nullcontext():
-            if embeds:  # another writer may have stored some of its vectors since they were looked up
-                self._look_up_stored(target.groups, batch, again=True)
-            fresh = {group.number: self._embed(target, group, batch, {batch.hashes[i] for i in group.wanted(batch)}
-                                               - batch.stored[group.number])
-                     for group in target.groups}
-            with target.clock.writing():
-                written = self._write_transaction(target, batch, fresh)
-        documents = batch.documents
-        with target.bookkeeping:
-            summary = target.summary
-            summary.chunks_written += len(batch.inputs)
-            summary.vectors_reused += sum(1 for group in target.groups for i in group.wanted(batch)
-                                          if batch.hashes[i] in batch.stored[group.number])
-            for doc in documents:
-                if doc.replaces is None:
-                    summary.added += 1
-                else:
-                    summary.updated += 1
-            target.indexes.after_batch(written)
-
-    def _write_transaction(self, target: _WriteTarget, batch: Segment,
-                           fresh: dict[int, dict[bytes, np.ndarray]]) -> dict[str, int]:
-        """Write one batch in one transaction; returns the vectors written per space.
-
-        The rows no other batch touches come first, postings included, while the other writer
-        may hold the statistics lock; the documents, whose triggers count facets, and the
-        postings' count into the term statistics come last, under it
-        (``quarry.lock_corpus_statistics``, held to commit).
-        """
-        documents = batch.documents
-        document_ids = [uuid7() for _ in documents]
-        chunk_ids = [uuid7() for _ in batch.inputs]
-        with self._pool.connection() as conn, conn.transaction():
-            conn.execute(_DEFERRED_DOCUMENT_KEYS)
-            # Before anything is deleted: the documents this batch replaces hold most of its vectors.
-            self._stage_stored_vectors(conn, target, batch, fresh)
-            copy_chunks(conn, target.source_id, documents, document_ids, chunk_ids)
-            written = write_vectors(conn, target.groups, batch, chunk_ids, fresh)
-            store_relations(conn, target.source_id, [(doc_id, doc.path, doc.raw)
-                                                     for doc_id, doc in zip(document_ids, documents, strict=True)])
-            conn.execute("select quarry.insert_chunk_postings(%s)", (chunk_ids,))
-            conn.execute("select quarry.lock_corpus_statistics()")
-            replaced = [doc.replaces for doc in documents if doc.replaces is not None]
-            if replaced:
-                conn.execute("select quarry.delete_documents(%s)", (replaced,))
-            copy_documents(conn, target.source_id, target.base_url, target.url_template, documents, document_ids)
-            store_versions(conn, [StatedVersions(doc_id, target.source_id, doc.path, doc.manifest_kind,
-                                                 doc.constraints)
-                                  for doc_id, doc in zip(document_ids, documents, strict=True)])
-            conn.execute("select quarry.count_new_postings()")
-        return written
-
-    def _stage_stored_vectors(self, conn: Connection[Any], target: _WriteTarget, batch: Segment,
-                              fresh: dict[int, dict[bytes, np.ndarray]]) -> None:
-        """Copy aside the stored vectors the batch reuses; embeds any deleted since they were looked up."""
-        for group in target.groups:
-            stored = batch.stored[group.number]
-            if not stored:
-                continue
-            row = conn.execute("select quarry.stage_reused_vectors(%s, %s, %s)",
-                               (group.number, list(group.spaces), list(stored))).fetchone()
-            if row is not None and row[0] == len(stored):
-                continue
-            # Another run deleted some of them meanwhile (rare): the model makes them again.
-            still = {bytes(digest) for (digest,) in conn.execute(
-                "select quarry.staged_input_hashes(%s)", (group.number,)).fetchall()}
-            fresh[group.number].update(self._embed(target, group, batch, stored - still))
-            batch.stored[group.number] = still
+        return {path: StoredDocument(doc_id, bytes(digest), version) for path, doc_id, digest, version in rows}
 
     def _finish(self, conn: Connection[Any], source_id: int, gone: Iterable[UUID], summary: IngestSummary) -> None:
         gone_ids = list(gone)

@@ -1,12 +1,17 @@
-"""What an ingest run reports: progress while it runs, a summary when it ends."""
+"""What an ingest run reports: progress while it runs, a summary when it ends.
+
+``report_progress`` hands the progress to the caller's display and ``job_counts`` says what
+the run's job row shows; the parser and the writer threads both report through them.
+"""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["IngestProgress", "IngestSummary", "ProgressCallback"]
+__all__ = ["IngestProgress", "IngestSummary", "ProgressCallback", "job_counts", "report_progress"]
 
 ProgressCallback = Callable[["IngestProgress"], None]
 
@@ -62,3 +67,23 @@ class IngestSummary:
             "seconds": {"parse": round(self.parse_seconds, 3), "embed": round(self.embed_seconds, 3),
                         "write": round(self.write_seconds, 3), "total": round(self.total_seconds, 3)},
         }
+
+
+_progress_lock = threading.Lock()  # the parser and the writer both report progress
+
+
+def report_progress(progress: ProgressCallback | None, state: IngestProgress, summary: IngestSummary) -> None:
+    if progress is not None:
+        with _progress_lock:
+            state.chunks_written = summary.chunks_written
+            state.vectors_embedded = summary.vectors_embedded
+            progress(state)
+
+
+def job_counts(state: IngestProgress | None, summary: IngestSummary) -> dict[str, int]:
+    """What a job row shows: progress after a batch (with ``state``), final counts without."""
+    counts = {"added": summary.added, "updated": summary.updated, "unchanged": summary.unchanged,
+              "deleted": summary.deleted, "chunks_written": summary.chunks_written,
+              "vectors_embedded": summary.vectors_embedded, "vectors_reused": summary.vectors_reused,
+              "skipped": len(summary.skipped), "failed": len(summary.failed)}
+    return counts if state is None else {"files_seen": state.files_seen, **counts}

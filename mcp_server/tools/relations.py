@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.corpus.links import MAX_DEPTH, Direction, Hop, Neighbor, neighbors
-from engine.ingest.relations import Relation
+from engine.ingest.references import Relation
 from mcp_server.bounds import bounded_json, wire_size
 from mcp_server.envelope import to_json
 from mcp_server.limits import MAX_RESPONSE_BYTES

@@ -31,7 +31,8 @@ from engine.ingest.parsers.languages import (
     node_text,
     parser_for,
 )
-from engine.ingest.parsers.packing import Block, SourceText, pack_blocks
+from engine.ingest.parsers.packing import Block, pack_blocks
+from engine.ingest.parsers.source_text import SourceText
 
 __all__ = ["CODE_EXTENSIONS", "module_path", "parse_code"]
 

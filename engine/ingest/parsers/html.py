@@ -25,7 +25,8 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from engine.ingest.model import Chunk, ParsedDocument
 from engine.ingest.parsers.outline import heading_label
-from engine.ingest.parsers.packing import SourceText, pack_text_blocks
+from engine.ingest.parsers.packing import pack_text_blocks
+from engine.ingest.parsers.source_text import SourceText
 
 __all__ = ["HTML_EXTENSIONS", "parse_html"]
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.ingest.model import Chunk
-from engine.ingest.parsers.packing import Block, SourceText, pack_blocks
+from engine.ingest.parsers.packing import Block, pack_blocks
+from engine.ingest.parsers.source_text import SourceText
 
 __all__ = ["MAX_HEADING_CHARS", "Outline", "heading_label"]
 

@@ -14,181 +14,32 @@ makes satisfies, with no exception for long lines:
 
 HTML chunk content is extracted text rather than a raw slice; ``pack_text_blocks``
 applies the same bound to plain strings.
+
+Token counts come from ``engine.ingest.parsers.tokens``; the file a parser reads blocks
+from is a ``SourceText`` (``engine.ingest.parsers.source_text``).
 """
 
 from __future__ import annotations
 
-import re
-from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
-from itertools import accumulate, pairwise
+from itertools import pairwise
 
 from engine.ingest.model import MAX_CHUNK_TOKENS, Chunk
-from engine.ingest.parsers.errors import ParseError
+from engine.ingest.parsers.source_text import SourceText
+from engine.ingest.parsers.tokens import TOKEN, WORD_CHARACTER, count_tokens, count_utf8_tokens, line_token_counts
 
 __all__ = [
     "Block",
-    "SourceText",
     "bounded_pieces",
-    "count_tokens",
     "pack_blocks",
     "pack_text_blocks",
 ]
 
-_UTF8_BOM = b"\xef\xbb\xbf"
-_NEWLINE = 0x0A
-_TOKEN = re.compile(r"\w+|[^\w\s]")
-_EIGHT_WORD_CHARACTERS = re.compile(r"\w{8}")
-_WORD_CHARACTER = re.compile(r"\w")
 # A group of blocks this small (at most 1/4 of the bound: a heading, an intro line)
 # before a block too large for one chunk joins that block's first piece instead of
 # standing alone as a near-empty chunk.
 _LEAD_IN_SHARE = 4
-
-
-def _ascii_character_classes() -> bytes:
-    """A ``bytes.translate`` table: word character -> ``w``, whitespace -> space, else ``.``.
-
-    Built by asking the same regex classes ``estimate_tokens`` uses, so the fast count
-    below agrees with it by construction. Bytes >= 128 never reach the table.
-    """
-    table = bytearray(b"." * 256)
-    for code in range(128):
-        character = chr(code)
-        if _WORD_CHARACTER.match(character):
-            table[code] = ord("w")
-        elif re.match(r"\s", character):
-            table[code] = ord(" ")
-    return bytes(table)
-
-
-_CHARACTER_CLASSES = _ascii_character_classes()
-
-
-# The same classes, but newlines stay newlines, to count line by line.
-_LINE_CHARACTER_CLASSES = _CHARACTER_CLASSES[: ord("\n")] + b"\n" + _CHARACTER_CLASSES[ord("\n") + 1 :]
-
-
-def _count_classified(classes: bytes) -> int:
-    # estimate_tokens charges each punctuation character 1 and each word run
-    # 1 + len // 8; a run of n word characters holds exactly n // 8 non-overlapping
-    # runs of eight, which bytes.count finds without a Python-level loop.
-    word_starts = classes.count(b" w") + classes.count(b".w") + classes.startswith(b"w")
-    return classes.count(b".") + word_starts + classes.count(b"wwwwwwww")
-
-
-def _count_ascii_tokens(data: bytes) -> int:
-    return _count_classified(data.translate(_CHARACTER_CLASSES))
-
-
-_NON_ASCII_RUN = re.compile(r"[^\x00-\x7f]+")
-_STAND_IN_CACHE_LIMIT = 1 << 16
-_stand_ins: dict[str, str] = {}
-
-
-def _ascii_stand_in(character: str) -> str:
-    """An ASCII character of the same token class: ``a`` (word), space, or ``.``."""
-    stand_in = _stand_ins.get(character)
-    if stand_in is None:
-        stand_in = "a" if _WORD_CHARACTER.match(character) else " " if character.isspace() else "."
-        if len(_stand_ins) < _STAND_IN_CACHE_LIMIT:
-            _stand_ins[character] = stand_in
-    return stand_in
-
-
-def _ascii_stand_in_run(match: re.Match[str]) -> str:
-    return "".join(map(_ascii_stand_in, match.group()))
-
-
-def count_tokens(text: str) -> int:
-    """Exactly ``model.estimate_tokens(text)``, 5-20x faster.
-
-    The regex in ``estimate_tokens`` costs ~0.2 µs per token, which alone would eat
-    most of the parsing budget. ASCII text is classified with ``bytes.translate``;
-    text with a few non-ASCII characters (dashes, accents) first has each of them
-    replaced by an ASCII character of the same class, which keeps every token and
-    its length; mostly non-ASCII text (CJK) keeps the regex.
-    """
-    if text.isascii():
-        return _count_ascii_tokens(text.encode("ascii"))
-    if len(text.encode("utf-8")) - len(text) < len(text) // 4:
-        stand_in_text = _NON_ASCII_RUN.sub(_ascii_stand_in_run, text)
-        return _count_ascii_tokens(stand_in_text.encode("ascii"))
-    return len(_TOKEN.findall(text)) + len(_EIGHT_WORD_CHARACTERS.findall(text))
-
-
-def _line_token_counts(text: str) -> list[int]:
-    """``estimate_tokens`` of each line of ``text``, classifying the text only once."""
-    if not text.isascii():
-        text = _NON_ASCII_RUN.sub(_ascii_stand_in_run, text)
-    classes = text.encode("ascii").translate(_LINE_CHARACTER_CLASSES)
-    return [_count_classified(line) for line in classes.split(b"\n")]
-
-
-def _count_utf8_tokens(data: bytes) -> int:
-    if data.isascii():
-        return _count_ascii_tokens(data)
-    return count_tokens(data.decode("utf-8"))
-
-
-class SourceText:
-    """A strictly decoded UTF-8 file and the raw byte offset where each line starts.
-
-    Lines are separated by ``\\n`` only (a ``\\r`` before it stays part of the line),
-    so line numbers agree with ``raw[:offset].count(b"\\n") + 1``. A leading UTF-8 BOM
-    is not content: ``text`` omits it and the first line starts after it.
-    """
-
-    __slots__ = ("_line_starts", "_lines", "body_start", "raw", "text")
-
-    def __init__(self, raw: bytes) -> None:
-        if b"\x00" in raw:
-            # Postgres text cannot hold NUL, and text files do not contain it.
-            raise ParseError("binary content: the file contains NUL bytes")
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise ParseError(f"not valid UTF-8: {error.reason} at byte {error.start}") from None
-        body_start = 0
-        if raw.startswith(_UTF8_BOM):
-            text = text[1:]
-            body_start = len(_UTF8_BOM)
-        self.raw = raw
-        self.text = text
-        self.body_start = body_start
-        self._lines: list[str] | None = None
-        self._line_starts: list[int] | None = None
-
-    @property
-    def lines(self) -> list[str]:
-        """The decoded lines, without their ``\\n`` (computed on first use)."""
-        if self._lines is None:
-            self._lines = self.text.split("\n")
-        return self._lines
-
-    @property
-    def line_starts(self) -> list[int]:
-        """Raw byte offset where each line starts (computed on first use)."""
-        if self._line_starts is None:
-            line_lengths = (len(line) + 1 for line in self.raw[self.body_start :].split(b"\n"))
-            starts = list(accumulate(line_lengths, initial=self.body_start))
-            starts.pop()
-            self._line_starts = starts
-        return self._line_starts
-
-    def line_number(self, byte_offset: int) -> int:
-        """1-based number of the line holding ``byte_offset``."""
-        return bisect_right(self._line_starts or self.line_starts, byte_offset)
-
-    def line_end(self, index: int) -> int:
-        """Byte offset just past the last character of line ``index`` (0-based), before its newline."""
-        if index + 1 < len(self.line_starts):
-            return self.line_starts[index + 1] - 1
-        return len(self.raw)
-
-    def is_line_start(self, byte_offset: int) -> bool:
-        return byte_offset == self.body_start or self.raw[byte_offset - 1] == _NEWLINE
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +64,7 @@ def bounded_pieces(text: str, limit: int = MAX_CHUNK_TOKENS) -> list[tuple[int, 
     blank_end = blank_resume = 0
     tokens_before_blank = -1  # -1: no blank line in the current piece yet
     line_start = 0
-    for line, tokens in zip(text.split("\n"), _line_token_counts(text), strict=True):
+    for line, tokens in zip(text.split("\n"), line_token_counts(text), strict=True):
         line_end = line_start + len(line)
         if tokens > limit:
             if piece_tokens:
@@ -248,7 +99,7 @@ def _split_long_line(line: str, limit: int) -> list[tuple[int, int]]:
     pieces: list[tuple[int, int]] = []
     longest_word = 8 * (limit - 1)  # 1 + longest_word // 8 == limit
     piece_start = piece_tokens = 0
-    for match in _TOKEN.finditer(line):
+    for match in TOKEN.finditer(line):
         start, end = match.span()
         cost = 1 + (end - start) // 8
         if cost > limit:
@@ -306,7 +157,7 @@ class _ChunkWriter:
         if not within_limit and count_tokens(content) > self.limit:
             self.write_split(begin, finish, is_code)
             return
-        if _WORD_CHARACTER.search(content) is None:
+        if WORD_CHARACTER.search(content) is None:
             return
         self.chunks.append(
             Chunk(
@@ -361,7 +212,7 @@ class _ChunkWriter:
 
 
 def _fits_whole(raw: bytes, blocks: list[Block], limit: int) -> bool:
-    if _count_utf8_tokens(raw[blocks[0].start : blocks[-1].end]) > limit:
+    if count_utf8_tokens(raw[blocks[0].start : blocks[-1].end]) > limit:
         return False
     return not any(raw[before.end : after.start].strip() for before, after in pairwise(blocks))
 
@@ -390,7 +241,7 @@ def pack_blocks(
     group_start = group_end = group_tokens = group_size = 0
     group_is_code = True
     for block in blocks:
-        tokens = _count_utf8_tokens(raw[block.start : block.end])
+        tokens = count_utf8_tokens(raw[block.start : block.end])
         if tokens == 0:
             continue
         adjacent = group_tokens > 0 and not raw[group_end : block.start].strip()
@@ -440,7 +291,7 @@ def pack_text_blocks(blocks: Iterable[tuple[str, bool]], limit: int = MAX_CHUNK_
         whole = "\n".join(text for text, _ in blocks)
         if count_tokens(whole) <= limit:  # the common case, one count
             is_code = all(is_code for _, is_code in blocks)
-            return [(whole, is_code)] if _WORD_CHARACTER.search(whole) else []
+            return [(whole, is_code)] if WORD_CHARACTER.search(whole) else []
     packed: list[tuple[str, bool]] = []
     group: list[str] = []
     group_tokens = 0
@@ -469,4 +320,4 @@ def pack_text_blocks(blocks: Iterable[tuple[str, bool]], limit: int = MAX_CHUNK_
         group_is_code = group_is_code and is_code
     if group:
         packed.append(("\n".join(group), group_is_code))
-    return [(content, is_code) for content, is_code in packed if _WORD_CHARACTER.search(content)]
+    return [(content, is_code) for content, is_code in packed if WORD_CHARACTER.search(content)]

@@ -15,7 +15,7 @@ from pathlib import PurePosixPath
 
 from engine.ingest.model import ParsedDocument
 from engine.ingest.parsers.outline import Outline
-from engine.ingest.parsers.packing import SourceText
+from engine.ingest.parsers.source_text import SourceText
 
 __all__ = ["RST_EXTENSIONS", "parse_rst"]
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 
 from engine.ingest.model import ParsedDocument
-from engine.ingest.parsers.packing import Block, SourceText, pack_blocks
+from engine.ingest.parsers.packing import Block, pack_blocks
+from engine.ingest.parsers.source_text import SourceText
 
 __all__ = ["TEXT_EXTENSIONS", "parse_text"]
 
