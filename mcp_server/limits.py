@@ -11,7 +11,9 @@ MAX_RESPONSE_BYTES: Final = 256 * 1024
 
 MAX_RESULTS: Final = 50
 MAX_QUERIES: Final = 10
-MAX_QUERY_CHARS: Final = 1_000
+MAX_QUERY_CHARS: Final = 8_000
+"""A query, at most: room for a GitHub issue or a stack trace. The keyword leg reads all of it; an
+embedding model reads what its input length allows (the local model: 256 tokens, ~1,000 characters)."""
 MAX_RERANK_INSTRUCTIONS: Final = 400
 MAX_FACET_VALUES: Final = 200
 MAX_FACET_VALUE_CHARS: Final = 200

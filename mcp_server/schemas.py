@@ -173,7 +173,9 @@ class Filters(BaseModel):
 class SearchArgs(BaseModel):
     model_config = _STRICT
 
-    query: QueryText = Field(description="A natural-language question, an identifier or keywords.")
+    query: QueryText = Field(description="A natural-language question, an identifier, keywords, or a whole issue "
+                             "or stack trace (up to 8,000 characters: the keyword leg reads it all, the embedding "
+                             "model its first ~1,000 characters with the local model).")
     mode: Mode = Field(default=DEFAULT_MODE, description="hybrid: keyword + semantic fused (best default); "
                        "fts: keyword only, no embedding; vector: semantic only.")
     code_mode: CodeMode = Field(default=DEFAULT_CODE_MODE,

@@ -23,7 +23,7 @@ from engine.retrieval.counting import count_documents
 from mcp_server.auth import AccessPolicy
 from mcp_server.flow_gate import FlowGate
 from mcp_server.http_app import build_http_app
-from mcp_server.limits import MAX_RESPONSE_BYTES
+from mcp_server.limits import MAX_QUERY_CHARS, MAX_RESPONSE_BYTES
 from mcp_server.tools import ToolSpec, all_tools
 from mcp_server.tools.count import COUNT
 from mcp_server.tools.guided import GUIDED_QUERY
@@ -164,7 +164,7 @@ def test_count_rejects_bad_arguments(mcp: McpSession) -> None:
     assert mcp.call("count", {"query_text": "   "}).error["code"] == "INVALID"
     assert mcp.call("count", {"query_text": "x", "filters": {"colour": {"any_of": ["red"]}}}).error["code"] == \
         "INVALID"
-    assert mcp.call("count", {"query_text": "x" * 1001}).error["code"] == "LIMIT"
+    assert mcp.call("count", {"query_text": "x" * (MAX_QUERY_CHARS + 1)}).error["code"] == "LIMIT"
 
 
 def test_query_documents_returns_whole_documents_in_order(mcp: McpSession) -> None:
