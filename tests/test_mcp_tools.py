@@ -23,9 +23,10 @@ from engine.config import Settings
 from engine.embed.base import SPACES, Embedder
 from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
+from engine.retrieval.pipeline import SHARED_MODEL_NOTE
 from mcp_server.auth import AccessPolicy
 from mcp_server.http_app import build_http_app
-from mcp_server.limits import MAX_RESPONSE_BYTES
+from mcp_server.limits import MAX_QUERY_CHARS, MAX_RESPONSE_BYTES
 from tests.corpus import FILES, write_corpus
 from tests.mcp_harness import McpSession, StaticBackend, http_transport, mcp_session, serving, stdio_parameters
 
@@ -167,8 +168,9 @@ def test_search_returns_explained_results(mcp: McpSession) -> None:
     assert [result["rank"] for result in body["results"]] == list(range(1, len(body["results"]) + 1))
     assert body["reranked"] is False and "no reranker" in body["rerank_skipped_reason"]
     assert body["degraded"] is False and body["degradation_reason"] is None and body["hybrid_leg_failed"] is None
-    assert body["vector_spaces"] == ["text", "code"] and body["code_mode_used"] == "on"
-    assert body["notes"] == []
+    # one model embeds both spaces here: the text leg ranks code chunks too, and a note says so
+    assert body["vector_spaces"] == ["text"] and body["code_mode_used"] == "on"
+    assert body["notes"] == [SHARED_MODEL_NOTE]
 
 
 def test_official_sources_are_trusted_more_than_community_ones(mcp: McpSession) -> None:
@@ -188,7 +190,7 @@ def test_search_modes_use_the_legs_they_name(mcp: McpSession) -> None:
 
 
 def test_code_mode_chooses_the_vector_spaces(mcp: McpSession) -> None:
-    spaces = {"on": ["text", "code"], "off": ["text"], "exclusive": ["code"]}
+    spaces = {"on": ["text"], "off": ["text"], "exclusive": ["code"]}  # on: one model, so no repeated leg
     for code_mode, expected in spaces.items():
         body = mcp.ok("search", {"query": "parse a user id", "code_mode": code_mode, "limit": 3})
         assert body["code_mode"] == body["code_mode_used"] == code_mode
@@ -484,7 +486,7 @@ def test_invalid_input_is_rejected_naming_the_path_and_rule(
 def test_errors_never_echo_the_rejected_value(mcp: McpSession) -> None:
     attempts: list[tuple[str, dict[str, Any]]] = [
         ("search", {"query": SECRET_VALUE, "limit": SECRET_VALUE}),
-        ("search", {"query": SECRET_VALUE * 100}),
+        ("search", {"query": SECRET_VALUE * (MAX_QUERY_CHARS // len(SECRET_VALUE) + 1)}),  # over the length limit
         ("advanced_search", {"queries": [SECRET_VALUE], "mode": SECRET_VALUE}),
         ("advanced_search", {"queries": ["x"], "filters": {"kind": {"any_of": [SECRET_VALUE]}}}),
         ("advanced_search", {"queries": ["x"], "filters": {"source_slug": {"any_of": [SECRET_VALUE * 20]}}}),

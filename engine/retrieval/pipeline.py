@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import psycopg
@@ -111,6 +111,8 @@ class Retrieval:
     vector_spaces: list[str]
     rerank: RerankOutcome
     degradation: Degradation
+    #: What a reader of the results should know about how they were searched.
+    search_notes: list[str] = field(default_factory=list)
 
     @property
     def rerank_skipped_reason(self) -> str | None:
@@ -127,7 +129,7 @@ class Retrieval:
         }
 
     def notes(self) -> list[str]:
-        notes = []
+        notes = list(self.search_notes)
         if self.request.rerank_instructions is not None and not self.rerank.attempted:
             notes.append(f"rerank_instructions were not used: {self.rerank_skipped_reason}")
         if self.rerank.note:
@@ -156,16 +158,23 @@ def retrieve(backend: RetrievalBackend, request: SearchRequest) -> Retrieval:
     check_version_ranges(backend.pool, request.filters)
     queries = request.distinct_queries
     degradation = Degradation()
+    notes: list[str] = []
     mode: SearchMode = request.mode
     code_mode: CodeMode = request.code_mode if mode != "fts" else "off"
     text_vectors = code_vectors = None
+    text_leg_serves_code = False
     if mode != "fts":
         if code_mode != "exclusive":
             text_vectors = embed_queries(backend, TEXT_SPACE, queries, degradation)
         if code_mode == "on" and _one_model_for_both_spaces(backend):
-            # the local default: the query is embedded once; its failure is already reported
-            code_vectors = text_vectors
-            if text_vectors is None:
+            # The local default. Every chunk is in the text space, code chunks embedded there by the
+            # same model from the same input, so a code leg would rank the text leg's own vectors
+            # again, normalised among code chunks only: it would lift code into prose questions and
+            # add no evidence (docs/BENCHMARKS.md, decisions: one model, no code leg).
+            text_leg_serves_code = text_vectors is not None
+            if text_leg_serves_code:
+                notes.append(SHARED_MODEL_NOTE)
+            else:
                 degradation.shares_failure("code", of="vector")
         elif code_mode != "off":
             code_vectors = embed_queries(backend, CODE_SPACE, queries, degradation)
@@ -177,7 +186,8 @@ def retrieve(backend: RetrievalBackend, request: SearchRequest) -> Retrieval:
                                        "with mode='hybrid' or mode='fts'; " + "; ".join(degradation.reasons),
                                        error_id=error_id)
             mode = "fts"
-        code_mode = code_mode if code_vectors is not None else "off"
+        if code_vectors is None and not text_leg_serves_code:
+            code_mode = "off"
     reranker = backend.reranker if request.rerank else None
     depth = request.limit if reranker is None else max(request.limit, _rerank_depth(request.limit))
     ranking = request.ranking
@@ -202,9 +212,11 @@ def retrieve(backend: RetrievalBackend, request: SearchRequest) -> Retrieval:
     failed = {failure.leg for failure in page.failed_legs}
     spaces = [space for space, vectors in ((TEXT_SPACE, text_vectors), (CODE_SPACE, code_vectors))
               if vectors is not None and leg_of(space) not in failed]
-    return Retrieval(request, queries, hits, mode, code_mode, spaces, outcome, degradation)
+    return Retrieval(request, queries, hits, mode, code_mode, spaces, outcome, degradation, notes)
 
 
+SHARED_MODEL_NOTE = ("one model embeds both the text and the code space, so code chunks were ranked by the text "
+                     "space's vector leg (a separate code leg would repeat it)")
 #: Fused candidates handed to the reranker at least: enough to reorder, few enough for its latency budget.
 RERANK_CANDIDATES = 30
 #: Candidates reranked at most; deeper rows (an evaluation's 200 chunks) follow in fused order.
