@@ -44,8 +44,8 @@ from typing import Any
 
 import psycopg
 
-from bench.beir import load_beir
 from bench.quarry_system import quarry_run
+from bench.tasks import load_task
 from engine.cli.evaluate import add_eval_arguments, run_eval
 from engine.config import Settings
 from engine.embed.local import LocalMiniLM
@@ -86,12 +86,12 @@ def quality_figures(home: Path, mode: SearchMode) -> dict[str, Any] | None:
 
 def quality_loop_figures(url: str, home: Path, data: Path, split: str, mode: SearchMode) -> dict[str, float]:
     """bench/quality.py's Quarry loop on the same database now (it embeds queries with the same local model)."""
-    dataset = load_beir(data / DATASET, split)
+    task = load_task(DATASET, data, home / "trees", split)
     embedder = LocalMiniLM(home / "models")
-    vectors = embedder.embed_queries([query.text for query in dataset.queries])
+    vectors = embedder.embed_queries([query.text for query in task.queries])
     with open_pool(url, min_size=1, max_size=2, name="quarry-bench") as pool:
-        run = quarry_run(pool, embedder.model_name, vectors, dataset.queries, mode, depth=100, chunk_depth=200)
-    return {name: round(value, 4) for name, value in evaluate(run.run, dataset.qrels).items()}
+        run = quarry_run(pool, embedder.model_name, vectors, task, mode, depth=100, chunk_depth=200)
+    return {name: round(value, 4) for name, value in evaluate(run.run, task.qrels).items()}
 
 
 def main() -> int:

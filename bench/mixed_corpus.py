@@ -27,7 +27,7 @@ from psycopg_pool import ConnectionPool
 
 from bench.beir import BeirDataset, load_beir
 from bench.pipeline import bench_backend, ranked_chunks
-from bench.quality import DATASETS, DEFAULT_DATA, DEFAULT_HOME
+from bench.quality import DEFAULT_DATA, DEFAULT_HOME
 from bench.quarry_system import dataset_database_url, ingest_dataset
 from bench.runs import top_documents
 from bench.vectors import cached_vectors
@@ -38,6 +38,8 @@ from engine.retrieval.request import SearchMode
 from engine.store.db import open_pool
 
 DATABASE = "mixed"
+#: The two corpora ingested together.
+DATASETS = ("scifact", "cosqa")
 CHUNK_DEPTH = 200  # as bench/quality.py: both legs 200 chunks deep, the first 10 documents scored
 
 #: Per kind (prose, code): how many chunks, and their average weighted length as the postings hold it.

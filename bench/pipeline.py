@@ -33,9 +33,10 @@ def bench_backend(pool: ConnectionPool, model_name: str, texts: Sequence[str], v
 
 
 def ranked_chunks(backend: BenchBackend, text: str, mode: SearchMode, depth: int,
-                  ranking: Ranking | None = None) -> list[SearchHit]:
+                  ranking: Ranking | None = None, sources: tuple[str, ...] = ()) -> list[SearchHit]:
     """The first ``depth`` chunks for one query, both legs as deep; a degraded search is an error, not a figure."""
-    retrieval = retrieve(backend, SearchRequest((text,), mode, limit=depth, rerank=False, ranking=ranking or Ranking()))
+    retrieval = retrieve(backend, SearchRequest((text,), mode, limit=depth, rerank=False, sources=sources,
+                                                ranking=ranking or Ranking()))
     if retrieval.degradation.degraded:
         raise RuntimeError(f"degraded search: {'; '.join(retrieval.degradation.reasons)}")
     return [ranked.hit for ranked in retrieval.hits]

@@ -1,21 +1,24 @@
-"""Retrieval quality, Quarry against its peers, side by side on BEIR datasets.
+"""Retrieval quality, Quarry against its peers, side by side on every dev task.
 
-    python bench/quality.py [--dataset scifact|cosqa|all] [--split test] [--data DIR] [--home DIR]
+    python bench/quality.py [--task scifact cosqa ... | --task all] [--split test] [--data DIR] [--home DIR]
                             [--systems quarry-fts quarry-vector ...] [--depth 100] [--fresh] [--json OUT]
 
-Example: ``python bench/quality.py --dataset scifact --systems quarry-hybrid bm25s dense``
+Example: ``python bench/quality.py --task scifact swebench --systems quarry-hybrid bm25s dense``
 
-Every system sees the same documents and the same embedder (Quarry's LocalMiniLM): Quarry
-through its real ingestion pipeline and the retrieval pipeline MCP serves (``bench.pipeline``;
-fts, vector, hybrid), in a dedicated database of the bench's own embedded Postgres
-(``<home>/pgdata``, never the user's); bm25s, exact dense cosine, LanceDB hybrid and
-Supabase's ``hybrid_search`` SQL (same Postgres, own schema) over whole documents; on code
-corpora bm25s splits identifiers (camelCase, snake_case) as Quarry's FTS does, and
-``bm25s-raw`` shows it without. Vectors are computed once and cached in
+Tasks (``bench/tasks.py``): scifact, cosqa (as ``.py``), cosqa-md (the same code as Markdown),
+business-reports, conala-pydocs (Python 3.11 docs pages; needs ``apt-get install python3.11-doc``)
+and swebench (issue -> file to edit, one repository checkout per issue). Every system sees the
+same documents and the same embedder (Quarry's LocalMiniLM): Quarry through its real ingestion
+pipeline (both embedding spaces, as ``quarry ingest`` writes them) and the retrieval pipeline MCP
+serves at its defaults (``bench.pipeline``; fts, vector, hybrid), in a dedicated database of the
+bench's own embedded Postgres (``<home>/pgdata``, never the user's); bm25s, exact dense cosine,
+LanceDB hybrid and Supabase's ``hybrid_search`` SQL (same Postgres, own schema; one-corpus tasks)
+over whole documents; on code corpora bm25s splits identifiers (camelCase, snake_case) as
+Quarry's FTS does, and ``bm25s-raw`` shows it without. Vectors are computed once and cached in
 ``<home>/vectors``; Quarry's ingest is incremental, so reruns skip both embedding steps.
-Prints nDCG@10, MRR@10, R@10 and R@100 per system and writes them, with the command, date and
-machine, as JSON (default ``<home>/quality.json``). Data: ../shared/data (BEIR layout), never
-copied into the repository. Needs the bench extras: bm25s, PyStemmer, lancedb.
+Prints nDCG@10, MRR@10, R@10 and R@100 per system (a task's headline first) and writes them,
+with the command, date and machine, as JSON (default ``<home>/quality.json``). Data:
+../shared/data, never copied into the repository. Needs the bench extras: bm25s, PyStemmer, lancedb.
 """
 
 from __future__ import annotations
@@ -36,9 +39,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench.beir import BeirDataset, load_beir
+import numpy as np
+
+from bench.beir import Query
 from bench.metrics import METRICS, evaluate, per_query
 from bench.runs import SystemRun
+from bench.tasks import TASKS, Corpus, Task, load_task
 from engine.embed.base import Vectors
 from engine.embed.local import LocalMiniLM
 from engine.retrieval.request import SearchMode
@@ -47,7 +53,6 @@ from engine.store.db import open_pool
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO.parent / "shared" / "data"
 DEFAULT_HOME = REPO / "bench" / ".out" / "quality"
-DATASETS = ("scifact", "cosqa")
 QUARRY_MODES: dict[str, SearchMode] = {"quarry-fts": "fts", "quarry-vector": "vector", "quarry-hybrid": "hybrid"}
 QUARRY_SYSTEMS = tuple(QUARRY_MODES)
 #: bm25s-raw: bm25s on unsplit identifiers, run on code corpora only (elsewhere it equals bm25s).
@@ -66,32 +71,60 @@ def _versions() -> dict[str, str]:
     return versions
 
 
-def _peer_runners(
-    dataset: BeirDataset, systems: list[str], home: Path, url: str | None, document_vectors: Vectors | None,
-    query_vectors: Vectors, depth: int,
-) -> list[tuple[str, Callable[[], SystemRun]]]:
+def _peer_runs(task: Task, systems: list[str], home: Path, url: str | None, embedder: LocalMiniLM,
+               depth: int) -> list[tuple[str, Callable[[], SystemRun]]]:
+    """The selected peers, each run over every corpus of the task (its queries against their own corpus)."""
     from bench.peers import bm25s_run, exact_dense_run, lancedb_hybrid_run
-    from bench.quarry_system import CODE_SUFFIX
     from bench.supabase import supabase_hybrid_run
+    from bench.vectors import cached_vectors
 
-    docs, queries = dataset.documents, dataset.queries
-    is_code = dataset.name in CODE_SUFFIX
-    runners: list[tuple[str, Callable[[], SystemRun]]] = []
-    if "bm25s" in systems:
-        runners.append(("bm25s", partial(bm25s_run, docs, queries, depth, code_words=is_code)))
-    if "bm25s-raw" in systems and is_code:
-        runners.append(("bm25s-raw", partial(bm25s_run, docs, queries, depth)))
-    if document_vectors is None:
-        return runners
-    if "dense" in systems:
-        runners.append(("dense", partial(exact_dense_run, docs, document_vectors, queries, query_vectors, depth)))
-    if "lancedb" in systems:
-        runners.append(("lancedb", partial(lancedb_hybrid_run, home / "lancedb" / dataset.name, docs,
-                                           document_vectors, queries, query_vectors, depth)))
-    if "supabase" in systems and url is not None:
-        runners.append(("supabase", partial(supabase_hybrid_run, url, docs, document_vectors, queries,
-                                            query_vectors, depth)))
-    return runners
+    wanted = [system for system in PEER_SYSTEMS if system in systems]
+    if "bm25s-raw" in wanted and not task.is_code:
+        wanted.remove("bm25s-raw")
+    if "supabase" in wanted and (url is None or len(task.corpora) > 1):
+        wanted.remove("supabase")  # one schema per database: measured on one-corpus tasks
+
+    document_vectors: dict[str, Vectors] = {}
+
+    def vectors_of(corpus: Corpus) -> Vectors:
+        # one embedding per distinct text of the task: checkouts of one repository share most files
+        if not document_vectors:
+            texts = list(dict.fromkeys(d.full_text for c in task.corpora for d in c.documents))
+            computed = cached_vectors(embedder, texts, home / "vectors", f"{task.name}-documents")
+            document_vectors.update(zip(texts, computed, strict=True))
+        return np.stack([document_vectors[d.full_text] for d in corpus.documents])
+
+    def per_corpus(system: str, corpus: Corpus, queries: list[Query], query_vectors: Vectors) -> SystemRun:
+        docs = corpus.documents
+        if system == "bm25s":
+            return bm25s_run(docs, queries, depth, code_words=task.is_code)
+        if system == "bm25s-raw":
+            return bm25s_run(docs, queries, depth)
+        if system == "dense":
+            return exact_dense_run(docs, vectors_of(corpus), queries, query_vectors, depth)
+        if system == "lancedb":
+            return lancedb_hybrid_run(home / "lancedb" / task.name / corpus.slug, docs, vectors_of(corpus), queries,
+                                      query_vectors, depth)
+        assert url is not None
+        return supabase_hybrid_run(url, docs, vectors_of(corpus), queries, query_vectors, depth)
+
+    def run(system: str) -> SystemRun:
+        merged: SystemRun | None = None
+        for corpus in task.corpora:
+            queries = task.queries_of(corpus.slug)
+            query_vectors = cached_vectors(embedder, [q.text for q in queries], home / "vectors",
+                                           f"{task.name}-{corpus.slug}-queries-{task.split}")
+            result = per_corpus(system, corpus, queries, query_vectors)
+            if merged is None:
+                merged = result
+            else:
+                merged.run.update(result.run)
+                merged.index_seconds += result.index_seconds
+                merged.search_seconds += result.search_seconds
+        assert merged is not None
+        return merged
+
+    return [(system, partial(run, system)) for system in wanted]
 
 
 def _git_head() -> str | None:
@@ -103,29 +136,23 @@ def _git_head() -> str | None:
     return done.stdout.strip() or None
 
 
-def benchmark_dataset(
-    dataset: BeirDataset, systems: list[str], home: Path, embedder: LocalMiniLM, depth: int, chunk_depth: int,
+def benchmark_task(
+    task: Task, systems: list[str], home: Path, embedder: LocalMiniLM, depth: int, chunk_depth: int,
     *, fresh: bool = False, with_per_query: bool = False,
 ) -> dict[str, Any]:
-    """Run every selected system on one dataset; returns the report section for it."""
-    from bench.quarry_system import chunking_stats, dataset_database_url, ingest_dataset, quarry_run, schema_state
+    """Run every selected system on one task; returns the report section for it."""
+    from bench.quarry_system import dataset_database_url, ingest_corpus, quarry_run, schema_state
     from bench.vectors import cached_vectors
 
-    name = dataset.name
-    print(f"\n## {name} ({dataset.split}): {len(dataset.documents)} documents, {len(dataset.queries)} queries",
-          flush=True)
+    documents = sum(len(corpus.documents) for corpus in task.corpora)
+    print(f"\n## {task.name} ({task.split}): {documents} documents in {len(task.corpora)} corpora, "
+          f"{len(task.queries)} queries", flush=True)
     report: dict[str, Any] = {
-        "split": dataset.split, "documents": len(dataset.documents), "queries": len(dataset.queries),
-        "depth": depth, "quarry_chunk_depth": chunk_depth, "systems": {},
+        "split": task.split, "documents": documents, "corpora": len(task.corpora), "queries": len(task.queries),
+        "headline": task.headline, "depth": depth, "quarry_chunk_depth": chunk_depth, "systems": {},
     }
-    query_texts = [query.text for query in dataset.queries]
-    query_vectors = cached_vectors(embedder, query_texts, home / "vectors", f"{name}-queries-{dataset.split}")
-    document_vectors = (
-        cached_vectors(embedder, [d.full_text for d in dataset.documents], home / "vectors", f"{name}-documents")
-        if {"dense", "lancedb", "supabase"}.intersection(systems) else None
-    )
     url = (
-        dataset_database_url(home, name, fresh=fresh)
+        dataset_database_url(home, task.name.replace("-", "_"), fresh=fresh)
         if {*QUARRY_SYSTEMS, "supabase"}.intersection(systems) else None
     )
     if url is not None:
@@ -134,19 +161,22 @@ def benchmark_dataset(
     with ExitStack() as cleanup:
         runners: list[tuple[str, Callable[[], SystemRun]]] = []
         if url is not None and QUARRY_MODES.keys() & set(systems):
-            report["chunking"] = chunking_stats(name, dataset.documents)
             # an ingest holds three connections at once: its source lock, its job row, the work
             pool = cleanup.enter_context(open_pool(url, min_size=1, max_size=3, name="quarry-bench"))
             print("  ingesting into Quarry ...", flush=True)
-            summary = ingest_dataset(pool, embedder, name, dataset.documents)
-            print(f"  {summary.one_line()}", flush=True)
-            report["ingest"] = summary.as_dict()
+            report["ingest"] = {}
+            for corpus in task.corpora:
+                summary = ingest_corpus(pool, embedder, corpus)
+                report["ingest"][corpus.slug] = summary.as_dict()
+            print(f"  {summary.one_line()}" if len(task.corpora) == 1 else f"  {len(task.corpora)} corpora ingested",
+                  flush=True)
+            query_vectors = cached_vectors(embedder, [q.text for q in task.queries], home / "vectors",
+                                           f"{task.name}-queries-{task.split}")
             runners += [
-                (system, partial(quarry_run, pool, embedder.model_name, query_vectors, dataset.queries, mode, depth,
-                                 chunk_depth))
+                (system, partial(quarry_run, pool, embedder.model_name, query_vectors, task, mode, depth, chunk_depth))
                 for system, mode in QUARRY_MODES.items() if system in systems
             ]
-        runners += _peer_runners(dataset, systems, home, url, document_vectors, query_vectors, depth)
+        runners += _peer_runs(task, systems, home, url, embedder, depth)
 
         for key, runner in runners:
             print(f"  running {key} ...", flush=True)
@@ -154,14 +184,14 @@ def benchmark_dataset(
             entry: dict[str, Any] = {
                 "label": result.system,
                 "peer": key in PEER_SYSTEMS,
-                "metrics": {metric: round(value, 4) for metric, value in evaluate(result.run, dataset.qrels).items()},
+                "metrics": {metric: round(value, 4) for metric, value in evaluate(result.run, task.qrels).items()},
                 "index_seconds": round(result.index_seconds, 3),
                 "search_seconds": round(result.search_seconds, 3),
-                "ms_per_query": round(1000 * result.search_seconds / len(dataset.queries), 2),
+                "ms_per_query": round(1000 * result.search_seconds / len(task.queries), 2),
                 "notes": result.notes,
             }
             if with_per_query:
-                entry["per_query"] = per_query(result.run, dataset.qrels)
+                entry["per_query"] = per_query(result.run, task.qrels)
             report["systems"][key] = entry
     return report
 
@@ -169,31 +199,26 @@ def benchmark_dataset(
 def markdown_table(name: str, report: dict[str, Any]) -> str:
     """System x metric table, plus each system's nDCG@10 as a ratio to the best peer's."""
     systems: dict[str, Any] = report["systems"]
-    peers = [s["metrics"]["nDCG@10"] for s in systems.values() if s["peer"]]
+    headline = report.get("headline", "nDCG@10")
+    peers = [s["metrics"][headline] for s in systems.values() if s["peer"]]
     best_peer = max(peers) if peers else None
-    metric_names = [metric for metric, _, _ in METRICS]
-    header = ["system", *metric_names, "nDCG@10 / best peer", "ms/query"]
+    metric_names = [headline, *(metric for metric, _, _ in METRICS if metric != headline)]
+    header = ["system", *metric_names, f"{headline} / best peer", "ms/query"]
     lines = [f"### {name} ({report['split']}, {report['queries']} queries, {report['documents']} docs)", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for entry in systems.values():
-        ratio = f"{entry['metrics']['nDCG@10'] / best_peer:.3f}" if best_peer else "-"
+        ratio = f"{entry['metrics'][headline] / best_peer:.3f}" if best_peer else "-"
         cells = [entry["label"], *(f"{entry['metrics'][m]:.3f}" for m in metric_names), ratio,
                  f"{entry['ms_per_query']:.1f}"]
         lines.append("| " + " | ".join(cells) + " |")
     notes = [f"- {entry['label']}: {note}" for entry in systems.values() for note in entry["notes"]]
-    if "chunking" in report:
-        c = report["chunking"]
-        notes.append(
-            f"- Quarry chunks: {c['chunks']} ({c['chunks_per_document']} per document); embedding inputs over "
-            f"{c['model_token_limit']} tokens: {c['chunk_inputs_over_limit']:.1%} of chunks (Quarry), "
-            f"{c['documents_over_limit']:.1%} of whole documents (peers)"
-        )
     return "\n".join(lines + (["", *notes] if notes else []))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dataset", choices=[*DATASETS, "all"], default="all")
+    parser.add_argument("--task", nargs="+", choices=[*TASKS, "all"], default=["all"],
+                        help=f"any of {', '.join(TASKS)} (default: all)")
     parser.add_argument("--split", default="test", help="qrels split (default: test)")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder holding the BEIR datasets")
     parser.add_argument("--home", type=Path, default=DEFAULT_HOME,
@@ -212,7 +237,7 @@ def main() -> None:
 
     started = time.perf_counter()
     home: Path = args.home.resolve()
-    names = DATASETS if args.dataset == "all" else (args.dataset,)
+    names = TASKS if "all" in args.task else tuple(dict.fromkeys(args.task))
     embedder = LocalMiniLM(home / "models")
     embedder.prepare()
     report: dict[str, Any] = {
@@ -228,9 +253,9 @@ def main() -> None:
     }
     tables = []
     for name in names:
-        dataset = load_beir(args.data / name, args.split)
-        section = benchmark_dataset(dataset, args.systems, home, embedder, args.depth, args.chunk_depth,
-                                    fresh=args.fresh, with_per_query=args.per_query)
+        task = load_task(name, args.data, home / "trees", args.split)
+        section = benchmark_task(task, args.systems, home, embedder, args.depth, args.chunk_depth,
+                                 fresh=args.fresh, with_per_query=args.per_query)
         report["datasets"][name] = section
         tables.append(markdown_table(name, section))
         print("\n" + tables[-1], flush=True)

@@ -12,20 +12,20 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Sequence
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
-from bench.beir import Document, Query
+from bench.beir import Document
 from bench.pipeline import bench_backend, ranked_chunks
 from bench.runs import SystemRun, top_documents
-from engine.embed.base import Embedder, Vectors
-from engine.embed.local import MAX_TOKENS, _load_tokenizer
-from engine.ingest.parsers import parse_document
-from engine.ingest.pipeline import Ingestor, IngestSummary, embedding_input
+from bench.tasks import Corpus, Task
+from engine.embed.base import SPACES, Embedder, Vectors
+from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
+from engine.ingest.summary import IngestSummary
 from engine.retrieval.request import SearchMode
 from engine.store.db import embedded_database_url
 from engine.store.migrations import ensure_migrated
@@ -78,31 +78,6 @@ def document_file(document: Document, suffix: str) -> tuple[str, str]:
     return f"{document.id}{suffix}", document.text
 
 
-def chunking_stats(dataset: str, documents: Sequence[Document]) -> dict[str, float]:
-    """How Quarry's chunking meets the embedder: chunks per document and inputs cut at the model's limit.
-
-    Peers embed each whole document (title + text), truncated at the same limit; Quarry embeds
-    each chunk with its context line (title, headings or symbol path) in front.
-    """
-    suffix = CODE_SUFFIX.get(dataset, ".md")
-    tokenizer = _load_tokenizer()
-    tokenizer.no_truncation()
-    inputs: list[str] = []
-    for document in documents:
-        name, content = document_file(document, suffix)
-        parsed = parse_document(name, content.encode("utf-8"))
-        inputs.extend(embedding_input(parsed, i) for i in range(len(parsed.chunks)))
-    chunk_tokens = [len(encoding.ids) for encoding in tokenizer.encode_batch(inputs)]
-    document_tokens = [len(encoding.ids) for encoding in tokenizer.encode_batch([d.full_text for d in documents])]
-    return {
-        "chunks": len(inputs),
-        "chunks_per_document": round(len(inputs) / len(documents), 3),
-        "chunk_inputs_over_limit": round(sum(n > MAX_TOKENS for n in chunk_tokens) / len(inputs), 4),
-        "documents_over_limit": round(sum(n > MAX_TOKENS for n in document_tokens) / len(documents), 4),
-        "model_token_limit": MAX_TOKENS,
-    }
-
-
 def ingest_dataset(
     pool: ConnectionPool, embedder: Embedder, dataset: str, documents: Sequence[Document]
 ) -> IngestSummary:
@@ -116,26 +91,35 @@ def ingest_dataset(
         return ingestor.ingest(root, SourceSpec(slug=dataset), wait_for_lock=True)
 
 
+def ingest_corpus(pool: ConnectionPool, embedder: Embedder, corpus: Corpus) -> IngestSummary:
+    """Ingest a task's corpus as ``quarry ingest`` does with the local default: both spaces, one model."""
+    ingestor = Ingestor(pool, dict.fromkeys(SPACES, embedder), max_file_bytes=2_000_000)
+    return ingestor.ingest(corpus.root, SourceSpec(slug=corpus.slug, kind=corpus.kind), wait_for_lock=True)
+
+
 def quarry_run(
     pool: ConnectionPool,
     model_name: str,
     query_vectors: Vectors,
-    queries: Sequence[Query],
+    task: Task,
     mode: SearchMode,
     depth: int,
     chunk_depth: int,
 ) -> SystemRun:
     """Rank ``chunk_depth`` chunks per query (both legs ``chunk_depth`` deep), keep the first ``depth`` documents.
 
-    ``query_vectors`` holds one precomputed vector per query, in order (fts mode ignores them).
+    ``query_vectors`` holds one precomputed vector per query of the task, in order (fts mode ignores
+    them); a task of several corpora searches each query in its own (a ``source_slug`` filter).
     """
     result = SystemRun(f"Quarry {mode}")
     started = time.perf_counter()
     short = 0
-    backend = bench_backend(pool, model_name, [query.text for query in queries], query_vectors)
-    for query in queries:
-        hits = ranked_chunks(backend, query.text, mode, chunk_depth)
-        result.run[query.id] = top_documents((PurePosixPath(hit.path).stem for hit in hits), depth)
+    backend = bench_backend(pool, model_name, [query.text for query in task.queries], query_vectors)
+    several = len(task.corpora) > 1
+    for query in task.queries:
+        sources = (task.corpus_of[query.id],) if several else ()
+        hits = ranked_chunks(backend, query.text, mode, chunk_depth, sources=sources)
+        result.run[query.id] = top_documents((hit.path for hit in hits), depth)
         short += len(result.run[query.id]) < depth and len(hits) == chunk_depth
     result.search_seconds = time.perf_counter() - started
     if short:
