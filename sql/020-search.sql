@@ -171,7 +171,7 @@ create or replace function quarry.hybrid_search(
     vector_similarity real,
     code_similarity real,
     version_degree int,
-    failed_legs jsonb
+    legs_left_out jsonb
 )
 language plpgsql volatile
 rows 20  -- a page of hits: lets callers join it with nested loops over primary keys
@@ -191,7 +191,7 @@ declare
     has_version_rules boolean := filters ? 'language_target' or filters ? 'sdk_dependency';
     query_count int;
     legs int;
-    -- {"<leg>": {"reason": "error" | "model_mismatch", "detail": "..."}}: the legs left out
+    -- {"<leg>": {"reason": "error" | "model_mismatch" | "redundant", "detail": "..."}}: the legs left out
     failures jsonb := '{}';
     skip_reason text;
     failed_leg text;
@@ -234,25 +234,27 @@ begin
             query_embeddings, query_texts, embedding_space,
             required => search_mode = 'vector' and code_mode = 'off', query_model => query_model);
         use_vector := skip_reason is null;
-        if skip_reason like 'model_mismatch:%' then
-            failures := failures || jsonb_build_object('vector', jsonb_build_object(
-                'reason', 'model_mismatch', 'detail', substr(skip_reason, 17)));
-        end if;
+        failures := quarry.with_skipped_leg(failures, 'vector', skip_reason);
     end if;
     if use_code then
         skip_reason := quarry.query_embeddings_skip_reason(
             code_embeddings, query_texts, 'code',
             required => search_mode = 'vector' and code_mode = 'exclusive', query_model => code_query_model);
         use_code := skip_reason is null;
-        if skip_reason like 'model_mismatch:%' then
-            failures := failures || jsonb_build_object('code', jsonb_build_object(
-                'reason', 'model_mismatch', 'detail', substr(skip_reason, 17)));
-        end if;
+        failures := quarry.with_skipped_leg(failures, 'code', skip_reason);
+    end if;
+    if use_vector and use_code and code_query_model is not distinct from query_model
+       and quarry.one_model_serves(embedding_space, 'code') then
+        -- every chunk is in the general space, code chunks with the same vector as in the code
+        -- space: a code leg would rank those vectors again, normalised among code chunks only,
+        -- lifting code into prose questions without adding evidence (docs/BENCHMARKS.md, decisions)
+        use_code := false;
+        failures := failures || '{"code": {"reason": "redundant"}}';
     end if;
     resolved_filters := quarry.resolve_version_filters(filters, version_matching);
 
     -- A leg that errors (a lock it cannot get, a broken index) must not take the others
-    -- down: the statement is retried without it, and every row's failed_legs names it.
+    -- down: the statement is retried without it, and every row's legs_left_out names it.
     -- Nothing is returned twice: the final ORDER BY consumes every leg before the first
     -- row is emitted.
     loop
@@ -386,7 +388,32 @@ end
 $$;
 
 comment on function quarry.hybrid_search(text[], vector[], text, int, jsonb, text, int, int, int, text, double precision, double precision, vector[], text, text, text, text) is
-'Hybrid retrieval in one statement: per query a BM25 leg, a vector leg and (code_mode on/exclusive, given code_embeddings) a code-space vector leg, facet and version filters applied inside each leg before top-k, fused across legs and queries by a convex combination of per-query normalised scores or weighted RRF. Null ranking arguments take quarry.ranking_defaults(). A leg that errors, or whose query_model differs from its space''s model, is left out and named in failed_legs ({"<leg>": {"reason": "error" | "model_mismatch", "detail"}}); with no hit and a failed leg, one row with a null chunk_id carries failed_legs.';
+'Hybrid retrieval in one statement: per query a BM25 leg, a vector leg and (code_mode on/exclusive, given code_embeddings) a code-space vector leg, facet and version filters applied inside each leg before top-k, fused across legs and queries by a convex combination of per-query normalised scores or weighted RRF. Null ranking arguments take quarry.ranking_defaults(). A leg that errors, whose query_model differs from its space''s model, or that would repeat another (the code leg when one model serves both spaces) is left out and named in legs_left_out ({"<leg>": {"reason": "error" | "model_mismatch" | "redundant", "detail"}}); with no hit and a leg left out, one row with a null chunk_id carries legs_left_out.';
+
+create or replace function quarry.one_model_serves(first_space text, second_space text) returns boolean
+language sql stable parallel safe
+set search_path = quarry, pg_catalog
+as $$
+    select count(distinct model) = 1 and count(*) = 2
+    from quarry.embedding_spaces where serves in (first_space, second_space)
+$$;
+
+comment on function quarry.one_model_serves(text, text) is
+'Whether the generations serving two logical spaces (text, code) hold vectors of the same model.';
+
+create or replace function quarry.with_skipped_leg(failures jsonb, leg text, skip_reason text) returns jsonb
+language sql immutable parallel safe
+set search_path = pg_catalog
+as $$
+    -- only a model mismatch is a failure to report: absent embeddings or an empty space are not
+    select case when skip_reason like 'model_mismatch: %'
+                then failures || jsonb_build_object(leg, jsonb_build_object(
+                         'reason', 'model_mismatch', 'detail', substr(skip_reason, length('model_mismatch: ') + 1)))
+                else failures end
+$$;
+
+comment on function quarry.with_skipped_leg(jsonb, text, text) is
+'legs_left_out with a leg added when quarry.query_embeddings_skip_reason reported a model mismatch for it.';
 
 create or replace function quarry.query_embeddings_skip_reason(
     embeddings vector[], query_texts text[], space text, required boolean default false,

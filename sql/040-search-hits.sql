@@ -48,7 +48,7 @@ create or replace function quarry.search_hits(
     code_similarity real,
     version_match text,
     trust json,
-    failed_legs jsonb
+    legs_left_out jsonb
 )
 language plpgsql volatile
 set search_path = quarry, public, pg_catalog
@@ -68,7 +68,7 @@ begin
            h.code_similarity, quarry.version_match_label(h.version_degree),
            quarry.weighted_trust(d.attribution, d.verified, d.deprecated, d.source_kind, d.changed_at,
                                  quarry.version_match_label(h.version_degree), now(), weights),
-           h.failed_legs
+           h.legs_left_out
     from quarry.hybrid_search(query_texts, query_embeddings, search_mode, match_count, filters,
                               embedding_space, candidate_count, rrf_k,
                               fusion => fusion, vector_weight => vector_weight,
@@ -83,4 +83,4 @@ end
 $$;
 
 comment on function quarry.search_hits(text[], vector[], text, int, jsonb, text, int, int, text, double precision, double precision, vector[], text, text, text, text) is
-'hybrid_search joined to chunk, document and source fields: ranked result rows ready to show, with confidence, version_match (exact, compatible, unknown or mismatch), trust (score and factors, see quarry.trust_factors) and failed_legs (legs left out; with no hit, a single row whose chunk_id is null). Null ranking arguments take quarry.ranking_defaults().';
+'hybrid_search joined to chunk, document and source fields: ranked result rows ready to show, with confidence, version_match (exact, compatible, unknown or mismatch), trust (score and factors, see quarry.trust_factors) and legs_left_out (see quarry.hybrid_search; with no hit, a single row whose chunk_id is null). Null ranking arguments take quarry.ranking_defaults().';

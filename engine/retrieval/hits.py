@@ -2,7 +2,7 @@
 
 Arguments travel by name, and only those a caller sets: a parameter left out takes the
 SQL default (``quarry.ranking_defaults()`` for ranking), so no default is spelled twice.
-Legs the database left out come back as data (``failed_legs``), never as message text.
+Legs the database left out come back as data (``legs_left_out``), never as message text.
 """
 
 from __future__ import annotations
@@ -88,6 +88,8 @@ class HitPage:
 
     hits: list[SearchHit]
     failed_legs: list[LegFailure] = field(default_factory=list)
+    #: Legs left out because another leg already ranks the same vectors (the code leg, one model serving both).
+    redundant_legs: list[Leg] = field(default_factory=list)
 
 
 def search_hits(
@@ -119,8 +121,9 @@ def search_hits(
     with pool.connection() as conn, autocommit(conn), conn.cursor(row_factory=_hit_or_failures) as cursor:
         rows = cursor.execute(_statement(tuple(arguments)), arguments).fetchall()
     hits = [hit for hit, _ in rows if hit is not None]
-    failures = rows[0][1] if rows else None
-    return HitPage(hits, _failures(failures))
+    left_out: Mapping[str, Mapping[str, str]] = (rows[0][1] if rows else None) or {}
+    redundant = [leg for leg in LEGS if left_out.get(leg, {}).get("reason") == "redundant"]
+    return HitPage(hits, _failures({leg: why for leg, why in left_out.items() if leg not in redundant}), redundant)
 
 
 @lru_cache(maxsize=64)
@@ -142,7 +145,7 @@ def _hit_or_failures(cursor: Cursor[Any]) -> RowMaker[tuple[SearchHit | None, An
 
     def make(values: Sequence[Any]) -> tuple[SearchHit | None, Any]:
         row = dict(zip(names, values, strict=True))
-        failures = row.pop("failed_legs")
+        failures = row.pop("legs_left_out")
         # with no hit but a failed leg, the database sends one row without a chunk
         return (SearchHit(**row) if row["chunk_id"] is not None else None), failures
 

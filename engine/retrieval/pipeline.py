@@ -162,19 +162,13 @@ def retrieve(backend: RetrievalBackend, request: SearchRequest) -> Retrieval:
     mode: SearchMode = request.mode
     code_mode: CodeMode = request.code_mode if mode != "fts" else "off"
     text_vectors = code_vectors = None
-    text_leg_serves_code = False
     if mode != "fts":
         if code_mode != "exclusive":
             text_vectors = embed_queries(backend, TEXT_SPACE, queries, degradation)
         if code_mode == "on" and _one_model_for_both_spaces(backend):
-            # The local default. Every chunk is in the text space, code chunks embedded there by the
-            # same model from the same input, so a code leg would rank the text leg's own vectors
-            # again, normalised among code chunks only: it would lift code into prose questions and
-            # add no evidence (docs/BENCHMARKS.md, decisions: one model, no code leg).
-            text_leg_serves_code = text_vectors is not None
-            if text_leg_serves_code:
-                notes.append(SHARED_MODEL_NOTE)
-            else:
+            # the local default: the query is embedded once; its failure is already reported
+            code_vectors = text_vectors
+            if text_vectors is None:
                 degradation.shares_failure("code", of="vector")
         elif code_mode != "off":
             code_vectors = embed_queries(backend, CODE_SPACE, queries, degradation)
@@ -186,8 +180,7 @@ def retrieve(backend: RetrievalBackend, request: SearchRequest) -> Retrieval:
                                        "with mode='hybrid' or mode='fts'; " + "; ".join(degradation.reasons),
                                        error_id=error_id)
             mode = "fts"
-        if code_vectors is None and not text_leg_serves_code:
-            code_mode = "off"
+        code_mode = code_mode if code_vectors is not None else "off"
     reranker = backend.reranker if request.rerank else None
     depth = request.limit if reranker is None else max(request.limit, _rerank_depth(request.limit))
     ranking = request.ranking
@@ -200,6 +193,8 @@ def retrieve(backend: RetrievalBackend, request: SearchRequest) -> Retrieval:
         code_query_model=_model_name(backend, CODE_SPACE, code_vectors), overrides=ranking.arguments())
     for failure in page.failed_legs:
         degradation.leg_failed(failure)
+    if "code" in page.redundant_legs:
+        notes.append(SHARED_MODEL_NOTE)
     hits = [RankedHit(hit, rank, hit.confidence) for rank, hit in enumerate(page.hits, 1)]
     outcome = RerankOutcome()
     if reranker is not None:
@@ -209,12 +204,15 @@ def retrieve(backend: RetrievalBackend, request: SearchRequest) -> Retrieval:
     hits = hits[:request.limit]
     for rank, hit in enumerate(hits, 1):
         hit.rank = rank
-    failed = {failure.leg for failure in page.failed_legs}
+    failed = {failure.leg for failure in page.failed_legs} | set(page.redundant_legs)
     spaces = [space for space, vectors in ((TEXT_SPACE, text_vectors), (CODE_SPACE, code_vectors))
               if vectors is not None and leg_of(space) not in failed]
     return Retrieval(request, queries, hits, mode, code_mode, spaces, outcome, degradation, notes)
 
 
+#: quarry.hybrid_search leaves the code leg out when one model serves both spaces: every code chunk is in the
+#: text space with the same vector, and a second leg normalised among code chunks only would lift code into
+#: prose questions (docs/BENCHMARKS.md, decisions: one model, no code leg).
 SHARED_MODEL_NOTE = ("one model embeds both the text and the code space, so code chunks were ranked by the text "
                      "space's vector leg (a separate code leg would repeat it)")
 #: Fused candidates handed to the reranker at least: enough to reorder, few enough for its latency budget.
