@@ -184,3 +184,13 @@ def test_markdown_chunk_invariants(lines: list[str], mdx: bool) -> None:
     document = parse_document("doc.mdx" if mdx else "doc.md", raw)
     assert_exact_chunks(raw, document)
     assert all(len(part) <= 200 for chunk in document.chunks for part in chunk.heading_path)
+
+
+def test_unfenced_code_pasted_into_markdown_is_code_and_prose_stays_prose() -> None:
+    pasted = ("def write_boolean(self, n):\n    t = TYPE_BOOL_TRUE\n    if n is False:\n"
+              "        t = TYPE_BOOL_FALSE\n    self.stream.write(t)\n")
+    [chunk] = parse_document("snippets.md", pasted.encode()).chunks
+    assert chunk.is_code
+    prose = ("# Guide\n\nFor example, if the index is partial, the planner uses it only when the query's\n"
+             "condition implies the index predicate. Two cases follow:\n\nNothing else changes.\n")
+    assert not any(chunk.is_code for chunk in parse_document("guide.md", prose.encode()).chunks)

@@ -16,6 +16,7 @@ import re
 from pathlib import PurePosixPath
 
 from engine.ingest.model import ParsedDocument
+from engine.ingest.parsers.code_like import looks_like_code
 from engine.ingest.parsers.outline import Outline
 from engine.ingest.parsers.source_text import SourceText
 
@@ -126,7 +127,8 @@ class _MarkdownReader:
 
     def _close_block(self, end_line: int) -> None:
         if self._block_start >= 0:
-            self.outline.add_block(self._block_start, end_line)
+            pasted_code = looks_like_code(self.source.lines[self._block_start:end_line])
+            self.outline.add_block(self._block_start, end_line, is_code=pasted_code)
         self._block_start = self._paragraph_start = -1
 
 
