@@ -69,9 +69,10 @@ def dump(task: Task, home: Path, embedder: LocalMiniLM, depth: int) -> TaskLegs:
                                    [tuple(x) for x in q["vector"]], [tuple(x) for x in q["code"]],  # type: ignore[misc]
                                    q["coverage"], q["lexemes"], q["known"], q["idf_mass"])
                          for q in raw["queries"]], task.qrels)
-    from bench.quarry_system import dataset_database_url
+    from bench.quarry_system import bench_database_url
 
-    url = dataset_database_url(home, task.name.replace("-", "_"))
+    # not migrated here: bench/quality.py did, and may be searching the database right now
+    url = bench_database_url(home, f"bench_{task.name.replace('-', '_')}")
     vectors = cached_vectors(embedder, [q.text for q in task.queries], home / "vectors",
                              f"{task.name}-queries-{task.split}")
     index: dict[str, int] = {}
@@ -167,7 +168,7 @@ def convex(weight_prose: float, weight_code: float, norm_fts: Callable[[Leg], di
 
 
 def long_query_damped(weight_prose: float, weight_code: float, known: int, power: float = 1.0,
-                      demote_tests: float = 1.0) -> Rule:
+                      demote_tests: float = 1.0, demote_prose_of_long: float = 1.0) -> Rule:
     """Per-chunk-kind weights, the vector weight scaled by (known / query's known terms) ** power above
     ``known`` terms: the embedder reads a long query's start only, the keyword leg all of it.
     ``demote_tests`` scales test and docs files' scores when the query does not mention tests."""
@@ -182,14 +183,22 @@ def long_query_damped(weight_prose: float, weight_code: float, known: int, power
             value = (1 - w) * fts.get(chunk, 0.0) + w * vec.get(chunk, 0.0)
             if demote_tests != 1.0 and not about_tests and _is_test_or_doc(path):
                 value *= demote_tests
+            if demote_prose_of_long != 1.0 and damping < 1.0 and not is_code:
+                value *= demote_prose_of_long
             fused[chunk] = value
         return fused
     return rule
 
 
+TESTS_ONLY = False
+
+
 def _is_test_or_doc(path: str) -> bool:
     parts = path.lower().split("/")
     name = parts[-1]
+    if TESTS_ONLY:
+        return any(part in ("test", "tests", "testing") for part in parts[:-1]) or name.startswith("test_") \
+            or name.endswith(("_test.py", "_tests.py"))
     return (any(part in ("test", "tests", "testing", "doc", "docs", "examples") for part in parts[:-1])
             or name.startswith("test_") or name.endswith(("_test.py", ".rst", ".md", ".txt")))
 
@@ -342,9 +351,12 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--home", type=Path, default=DEFAULT_HOME)
     parser.add_argument("--depth", type=int, default=200)
+    parser.add_argument("--tests-only", action="store_true", help="demote test files only, not docs")
     parser.add_argument("--support", type=float, nargs="+", default=[0.0],
                         help="document score = best chunk + SUPPORT x the next 3 chunks (one table per value)")
     args = parser.parse_args()
+    global TESTS_ONLY
+    TESTS_ONLY = args.tests_only
     embedder = LocalMiniLM(args.home / "models")
     names = TASKS if "all" in args.task else args.task
     tasks = [dump(load_task(name, args.data, args.home / "trees"), args.home, embedder, args.depth) for name in names]
@@ -357,6 +369,8 @@ def main() -> None:
         **{f"long-query damping {k}^{p}": long_query_damped(0.4, 0.8, k, p) for k in (20, 40) for p in (1.0, 2.0)},
         **{f"long-query damping {k}, tests x{d}": long_query_damped(0.4, 0.8, k, 1.0, d) for k in (20, 40)
            for d in (0.5, 0.8)},
+        **{f"long-query damping {k}, prose of long x{d}": long_query_damped(0.4, 0.8, k, 1.0, 1.0, d)
+           for k in (20, 30) for d in (0.5, 0.7, 0.8, 0.9)},
         **{f"convex {w}": convex(w, w) for w in (0.4, 0.5, 0.6, 0.7)},
         **{f"z-score {w}": convex(w, w, z_scores, z_scores) for w in (0.4, 0.5, 0.6)},
         "clarity top1, minmax": weighted(by_clarity()),

@@ -95,7 +95,9 @@ create or replace function quarry.ranking_defaults(
     out code_vector_weight double precision,
     out rrf_k int,
     out candidate_count int,
-    out per_term_depth int
+    out per_term_depth int,
+    out long_query_terms int,
+    out long_query_prose_factor double precision
 )
 language sql immutable parallel safe
 set search_path = pg_catalog
@@ -104,12 +106,16 @@ as $$
     -- quarry.explain read them, and Python callers leave them out unless they override one.
     -- Vector weights: prose chosen on SciFact by cross-validation (bench/fusion_weights.py), code
     -- on CoSQA's dev split; the keyword leg reads per_term_depth postings per query term
-    -- (docs/BENCHMARKS.md, decisions).
-    select 'convex'::text, 0.40::double precision, 0.8::double precision, 60, 50, 750
+    -- (docs/BENCHMARKS.md, decisions). A query whose terms the corpus knows more than
+    -- long_query_terms of (an issue, a stack trace) scales the vector weight by
+    -- long_query_terms / known terms, since the embedder reads only its start and the keyword
+    -- leg all of it, and its prose chunks by long_query_prose_factor: such a query asks which
+    -- code to change, not which page mentions its words (docs/BENCHMARKS.md, decisions).
+    select 'convex'::text, 0.40::double precision, 0.8::double precision, 60, 50, 750, 20, 0.8::double precision
 $$;
 
 comment on function quarry.ranking_defaults() is
-'The ranking defaults of hybrid search (fusion method, vector weight for prose and code chunks, RRF k, candidates per leg, postings per query term): a null argument of quarry.hybrid_search / quarry.search_hits means this value.';
+'The ranking defaults of hybrid search (fusion method, vector weight for prose and code chunks, RRF k, candidates per leg, postings per query term, and how a long query shifts fusion): a null argument of quarry.hybrid_search / quarry.search_hits means this value.';
 
 create or replace function quarry.retrieval_confidence(
     fused_score double precision,
@@ -171,6 +177,7 @@ create or replace function quarry.hybrid_search(
     vector_similarity real,
     code_similarity real,
     version_degree int,
+    vector_weight_used real,
     legs_left_out jsonb
 )
 language plpgsql volatile
@@ -264,7 +271,7 @@ begin
             -- cost more than running it. Only the vector legs (whose index expression names
             -- the space's dimension) are dynamic, inside quarry.nearest_chunks.
             return query
-            with queries as (
+            with distinct_queries as (
                 -- a repeated query counts once
                 select distinct on (q.query_text) q.query_text, q.embedding, q.code_embedding, q.ordinal
                 from unnest(query_texts,
@@ -273,8 +280,18 @@ begin
                      with ordinality as q (query_text, embedding, code_embedding, ordinal)
                 order by q.query_text, q.ordinal
             ),
+            queries as (
+                -- a long query (more known terms than long_query_terms) leans on the keyword leg
+                select q.*, least(1.0, defaults.long_query_terms / greatest(known.terms, 1)::double precision)
+                              as damping
+                from distinct_queries q
+                cross join lateral (
+                    select count(*) as terms from quarry.text_terms t
+                    where t.lexeme = any (quarry.query_lexemes(q.query_text)) and t.chunk_frequency > 0
+                ) known
+            ),
             fts_leg as (
-                select hit.chunk_id, hit.score,
+                select q.ordinal, hit.chunk_id, hit.score,
                        row_number() over (partition by q.ordinal order by hit.score desc, hit.chunk_id)::int as rank,
                        hit.score / nullif(max(hit.score) over (partition by q.ordinal), 0) as normalized
                 from queries q
@@ -288,7 +305,7 @@ begin
                 select 'code', q.ordinal, q.code_embedding, 'code' from queries q where use_code
             ),
             vector_leg as (
-                select qe.leg, hit.chunk_id, 1 - hit.distance as similarity,
+                select qe.leg, qe.ordinal, hit.chunk_id, 1 - hit.distance as similarity,
                        row_number() over per_list::int as rank,
                        (max(hit.distance) over whole_list - hit.distance)
                          / nullif(max(hit.distance) over whole_list - min(hit.distance) over whole_list, 0)
@@ -298,41 +315,50 @@ begin
                 window per_list as (partition by qe.leg, qe.ordinal order by hit.distance, hit.chunk_id),
                        whole_list as (partition by qe.leg, qe.ordinal)
             ),
-            fts_best as (
-                select f.chunk_id, sum(1.0 / (rrf_k + f.rank)) as rrf, sum(coalesce(f.normalized, 1)) as normalized,
-                       min(f.rank) as rank, max(f.score) as score
-                from fts_leg f group by f.chunk_id
-            ),
-            vector_best as (
+            vector_per_query as (
                 -- a chunk's vector evidence is its better list: text and code vectors are two
                 -- views of one question, not two independent votes
-                select v.chunk_id, sum(1.0 / (rrf_k + v.rank)) as rrf,
-                       greatest(sum(coalesce(v.normalized, 1)) filter (where v.leg = 'text'),
-                                sum(coalesce(v.normalized, 1)) filter (where v.leg = 'code')) as normalized,
+                select v.ordinal, v.chunk_id, max(1.0 / (rrf_k + v.rank)) as rrf,
+                       max(coalesce(v.normalized, 1)) as normalized,
                        min(v.rank) filter (where v.leg = 'text') as rank,
                        min(v.rank) filter (where v.leg = 'code') as code_rank,
                        max(v.similarity) filter (where v.leg = 'text') as similarity,
                        max(v.similarity) filter (where v.leg = 'code') as code_similarity
-                from vector_leg v group by v.chunk_id
+                from vector_leg v group by v.ordinal, v.chunk_id
+            ),
+            per_query as (
+                select coalesce(f.chunk_id, v.chunk_id) as chunk_id, q.damping,
+                       f.rank as fts_rank, f.score as fts_score, 1.0 / (rrf_k + f.rank) as fts_rrf,
+                       coalesce(f.normalized, 1) as fts_normalized,
+                       v.rank as vector_rank, v.code_rank, v.similarity, v.code_similarity, v.rrf as vector_rrf,
+                       v.normalized as vector_normalized
+                from fts_leg f
+                full outer join vector_per_query v on v.chunk_id = f.chunk_id and v.ordinal = f.ordinal
+                join queries q on q.ordinal = coalesce(f.ordinal, v.ordinal)
             ),
             fused as (
-                select coalesce(f.chunk_id, v.chunk_id) as chunk_id,
-                       (case when fusion = 'rrf'
-                             then 2 * (1 - w.vector) * coalesce(f.rrf, 0) + 2 * w.vector * coalesce(v.rrf, 0)
-                             else ((1 - w.vector) * coalesce(f.normalized, 0) + w.vector * coalesce(v.normalized, 0))
-                                  / query_count
-                        end * case w.degree when 3 then 0.9 when 2 then 0.8 when 1 then 0.5 else 1 end
-                            * case when w.deprecated then 0.5 else 1 end
+                select p.chunk_id,
+                       (sum(case when fusion = 'rrf'
+                                 then 2 * (1 - w.vector * p.damping) * coalesce(p.fts_rrf, 0)
+                                      + 2 * w.vector * p.damping * coalesce(p.vector_rrf, 0)
+                                 else (1 - w.vector * p.damping) * (case when p.fts_rank is null then 0
+                                                                         else p.fts_normalized end)
+                                      + w.vector * p.damping * coalesce(p.vector_normalized, 0)
+                            end * case when p.damping < 1 and not w.is_code then defaults.long_query_prose_factor
+                                       else 1 end)
+                        / case when fusion = 'rrf' then 1 else query_count end
+                        * case w.degree when 3 then 0.9 when 2 then 0.8 when 1 then 0.5 else 1 end
+                        * case when w.deprecated then 0.5 else 1 end
                        )::double precision as fused_score,
-                       f.rank::int as fts_rank,
-                       v.rank::int as vector_rank,
-                       v.code_rank::int as code_rank,
-                       f.score::real as fts_score,
-                       v.similarity::real as vector_similarity,
-                       v.code_similarity::real as code_similarity,
-                       w.degree
-                from fts_best f
-                full outer join vector_best v on v.chunk_id = f.chunk_id
+                       min(p.fts_rank)::int as fts_rank,
+                       min(p.vector_rank)::int as vector_rank,
+                       min(p.code_rank)::int as code_rank,
+                       max(p.fts_score)::real as fts_score,
+                       max(p.similarity)::real as vector_similarity,
+                       max(p.code_similarity)::real as code_similarity,
+                       w.degree,
+                       avg(w.vector * p.damping)::real as vector_weight_used
+                from per_query p
                 -- Code leans on the vector leg: natural-language questions share few words
                 -- with identifiers, so keyword scores on code are weaker evidence. Under a
                 -- version rule, the degree of match scales the score (permissive ranking);
@@ -341,19 +367,21 @@ begin
                     select case when not use_fts then 1.0  -- a single leg is ranked as it is
                                 when not (use_vector or use_code) then 0.0
                                 when c.is_code then code_vector_weight else vector_weight end as vector,
+                           c.is_code,
                            case when has_version_rules
                                 then quarry.version_degree(resolved_filters, c.document_id) end as degree,
                            c.deprecated or s.deprecated as deprecated
                     from quarry.chunks c join quarry.sources s on s.id = c.source_id
-                    where c.id = coalesce(f.chunk_id, v.chunk_id)
+                    where c.id = p.chunk_id
                 ) w
+                group by p.chunk_id, w.degree, w.deprecated
             )
             select fused.chunk_id, fused.fused_score,
                    quarry.retrieval_confidence(fused.fused_score, fused.vector_similarity, fused.code_similarity,
                                                fusion, legs, query_count, rrf_k),
                    fused.fts_rank, fused.vector_rank, fused.code_rank,
                    fused.fts_score, fused.vector_similarity, fused.code_similarity, fused.degree,
-                   nullif(failures, '{}')
+                   fused.vector_weight_used, nullif(failures, '{}')
             from fused
             order by fused.fused_score desc, coalesce(fused.fts_rank, 2147483647),
                      coalesce(fused.vector_rank, fused.code_rank, 2147483647), fused.chunk_id
@@ -362,7 +390,7 @@ begin
                 -- no hit, but a leg sat out: one row without a chunk says which, so an empty
                 -- answer is not mistaken for a complete one
                 return query select null::uuid, null::double precision, null::real, null::int, null::int,
-                                    null::int, null::real, null::real, null::real, null::int, failures;
+                                    null::int, null::real, null::real, null::real, null::int, null::real, failures;
             end if;
             return;
         exception

@@ -80,6 +80,8 @@ class SearchHit:
     version_match: VersionMatch
     #: ``{"score": 0.82, "factors": {"attribution": {"raw", "value", "weight", "contribution"}, ...}}``
     trust: dict[str, Any]
+    #: The vector leg's weight in this hit's fusion (by chunk kind, lowered for a long query; mean over queries).
+    vector_weight_used: float | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,6 +90,8 @@ class RankedHit:
             "fts_rank": hit.fts_rank,
             "vector_rank": hit.vector_rank,
             "code_rank": hit.code_rank,
+            "fusion": {"vector_weight": None if hit.vector_weight_used is None
+                       else round(hit.vector_weight_used, 4)},
             "reranked": self.reranked,
         }
         if self.reranked:
