@@ -294,7 +294,8 @@ create or replace function quarry.bm25_top(
     query_text text,
     match_count int default 50,
     per_term_depth int default 750,
-    filters jsonb default null
+    filters jsonb default null,
+    max_query_terms int default 128
 ) returns table (chunk_id uuid, score real)
 language sql stable parallel safe
 set search_path = quarry, pg_catalog
@@ -313,11 +314,16 @@ as $$
     ),
     chunk_rules as materialized (select quarry.has_chunk_rules(filters) as present),
     terms as materialized (
-        -- double precision throughout: numeric ln per posting cost more than the index scans
+        -- double precision throughout: numeric ln per posting cost more than the index scans.
+        -- A long query (an issue, a stack trace) keeps its max_query_terms rarest terms: its
+        -- common words add cost and little evidence, and each term reads up to per_term_depth
+        -- postings.
         select t.id, quarry.bm25_idf(s.chunk_count, t.chunk_frequency) as idf,
                t.chunk_frequency > per_term_depth as cut
         from quarry.text_terms t, quarry.text_stats s
         where t.lexeme = any (quarry.query_lexemes(query_text)) and t.chunk_frequency > 0
+        order by t.chunk_frequency, t.id
+        limit max_query_terms
     ),
     contributions as (
         select p.chunk_id, terms.idf * p.impact as part, terms.cut
@@ -365,8 +371,8 @@ as $$
     order by 2 desc, c.chunk_id
 $$;
 
-comment on function quarry.bm25_top(text, int, int, jsonb) is
-'Top chunks by BM25 for a query: candidates from the top per_term_depth impact-ordered postings of each term, scored exactly; facet and version filters (resolved, see quarry.resolve_version_filters) applied before the top-k.';
+comment on function quarry.bm25_top(text, int, int, jsonb, int) is
+'Top chunks by BM25 for a query (its max_query_terms rarest terms): candidates from the top per_term_depth impact-ordered postings of each term, scored exactly; facet and version filters (resolved, see quarry.resolve_version_filters) applied before the top-k.';
 
 create or replace function quarry.rebuild_text_index(k1 real default 0.9, b real default 0.4,
                                                      code_b real default 0.9)
