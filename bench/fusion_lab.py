@@ -190,13 +190,10 @@ def long_query_damped(weight_prose: float, weight_code: float, known: int, power
     return rule
 
 
-TESTS_ONLY = False
-
-
-def _is_test_or_doc(path: str) -> bool:
+def _is_test_or_doc(path: str, tests_only: bool = False) -> bool:
     parts = path.lower().split("/")
     name = parts[-1]
-    if TESTS_ONLY:
+    if tests_only:
         return any(part in ("test", "tests", "testing") for part in parts[:-1]) or name.startswith("test_") \
             or name.endswith(("_test.py", "_tests.py"))
     return (any(part in ("test", "tests", "testing", "doc", "docs", "examples") for part in parts[:-1])
@@ -306,7 +303,7 @@ def by_agreement(top: int = 10) -> Callable[[TaskLegs, QueryLegs], float]:
         semantic = fmean([1 / (1 + fts_rank.get(chunk, depth)) for chunk, _ in query.vector[:top]] or [0.0])
         if lexical + semantic == 0:
             return 0.5
-        return lexical / (lexical + semantic)  # the leg the other confirms less is the better one? tested both ways
+        return lexical / (lexical + semantic)
     return weight
 
 
@@ -351,12 +348,9 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--home", type=Path, default=DEFAULT_HOME)
     parser.add_argument("--depth", type=int, default=200)
-    parser.add_argument("--tests-only", action="store_true", help="demote test files only, not docs")
     parser.add_argument("--support", type=float, nargs="+", default=[0.0],
                         help="document score = best chunk + SUPPORT x the next 3 chunks (one table per value)")
     args = parser.parse_args()
-    global TESTS_ONLY
-    TESTS_ONLY = args.tests_only
     embedder = LocalMiniLM(args.home / "models")
     names = TASKS if "all" in args.task else args.task
     tasks = [dump(load_task(name, args.data, args.home / "trees"), args.home, embedder, args.depth) for name in names]
