@@ -190,12 +190,10 @@ def long_query_damped(weight_prose: float, weight_code: float, known: int, power
     return rule
 
 
-def _is_test_or_doc(path: str, tests_only: bool = False) -> bool:
+def _is_test_or_doc(path: str) -> bool:
+    """Test and documentation files (demoting test files alone changed nothing on SWE-bench)."""
     parts = path.lower().split("/")
     name = parts[-1]
-    if tests_only:
-        return any(part in ("test", "tests", "testing") for part in parts[:-1]) or name.startswith("test_") \
-            or name.endswith(("_test.py", "_tests.py"))
     return (any(part in ("test", "tests", "testing", "doc", "docs", "examples") for part in parts[:-1])
             or name.startswith("test_") or name.endswith(("_test.py", ".rst", ".md", ".txt")))
 
