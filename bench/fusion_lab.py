@@ -27,7 +27,7 @@ from bench.quality import DEFAULT_DATA, DEFAULT_HOME
 from bench.tasks import TASKS, Task, load_task
 from bench.vectors import cached_vectors
 from engine.embed.local import LocalMiniLM
-from engine.evaluation.metrics import ndcg_at_k, recall_at_k
+from engine.evaluation.metrics import ndcg_at_k, recall_at_k, reciprocal_rank_at_k
 
 #: (chunk index, raw score) best first
 Leg = list[tuple[int, float]]
@@ -58,17 +58,21 @@ class TaskLegs:
     chunks: list[tuple[str, bool]]
     queries: list[QueryLegs]
     qrels: Mapping[str, Mapping[str, int]]
+    #: document path -> its number of chunks
+    lengths: Mapping[str, int]
+    #: ranks and judgments at the level the task is judged (``bench.tasks.Task.judged``)
+    judged: Callable[[Mapping[str, Sequence[str]]], tuple[Mapping[str, Sequence[str]], Mapping[str, Mapping[str, int]]]]
 
 
 def dump(task: Task, home: Path, embedder: LocalMiniLM, depth: int) -> TaskLegs:
     cache = home / "lab" / f"{task.name}-{depth}.json"
     if cache.exists():
         raw = json.loads(cache.read_text())
-        return TaskLegs(raw["task"], raw["headline"], [tuple(c) for c in raw["chunks"]],  # type: ignore[misc]
-                        [QueryLegs(q["query_id"], q["text"], [tuple(x) for x in q["fts"]],  # type: ignore[misc]
-                                   [tuple(x) for x in q["vector"]], [tuple(x) for x in q["code"]],  # type: ignore[misc]
+        return TaskLegs(raw["task"], raw["headline"], [tuple(c) for c in raw["chunks"]],
+                        [QueryLegs(q["query_id"], q["text"], [tuple(x) for x in q["fts"]],
+                                   [tuple(x) for x in q["vector"]], [tuple(x) for x in q["code"]],
                                    q["coverage"], q["lexemes"], q["known"], q["idf_mass"])
-                         for q in raw["queries"]], task.qrels)
+                         for q in raw["queries"]], task.qrels, document_lengths(task, home), task.judged)
     from bench.quarry_system import bench_database_url
 
     # not migrated here: bench/quality.py did, and may be searching the database right now
@@ -112,11 +116,30 @@ def dump(task: Task, home: Path, embedder: LocalMiniLM, depth: int) -> TaskLegs:
                 "select c.id::text, d.path, c.is_code from quarry.chunks c join quarry.documents d"
                 " on d.id = c.document_id where c.id = any(%s::uuid[])", (ids,)):
             chunks[index[chunk_id]] = (path, is_code)
-    legs_of_task = TaskLegs(task.name, task.headline, chunks, queries, task.qrels)
+    legs_of_task = TaskLegs(task.name, task.headline, chunks, queries, task.qrels, document_lengths(task, home),
+                            task.judged)
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps({"task": task.name, "headline": task.headline, "chunks": chunks,
                                  "queries": [q.__dict__ for q in queries]}))
     return legs_of_task
+
+
+def document_lengths(task: Task, home: Path) -> dict[str, int]:
+    """Each document's number of chunks, cached beside the legs."""
+    cache = home / "lab" / f"{task.name}-lengths.json"
+    if cache.exists():
+        lengths: dict[str, int] = json.loads(cache.read_text())
+        return lengths
+    from bench.quarry_system import bench_database_url
+
+    url = bench_database_url(home, f"bench_{task.name.replace('-', '_')}")
+    with psycopg.connect(url, autocommit=True) as conn:
+        lengths = {path: int(count) for path, count in conn.execute(
+            "select d.path, count(*) from quarry.chunks c join quarry.documents d on d.id = c.document_id"
+            " group by d.path")}
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(lengths))
+    return lengths
 
 
 COVERAGE = """
@@ -186,6 +209,42 @@ def long_query_damped(weight_prose: float, weight_code: float, known: int, power
             if demote_prose_of_long != 1.0 and damping < 1.0 and not is_code:
                 value *= demote_prose_of_long
             fused[chunk] = value
+        return fused
+    return rule
+
+
+def document_evidence(weight_prose: float, weight_code: float, half: float, known: int = 20,
+                      prose_factor: float = 0.8) -> Rule:
+    """As the shipped rule (long-query damping, prose of long queries x ``prose_factor``), each chunk's
+    score blended with its document's: the document's best keyword and best vector evidence among the
+    candidates, fused with the code weight when one of those chunks is code. A document of n chunks
+    takes (n - 1) / (n - 1 + half) of its score from that, so a one-chunk document is ranked as before
+    and a long page whose sections match the question's words and its meaning apart is no longer judged
+    by one section alone."""
+    def rule(task: TaskLegs, query: QueryLegs) -> dict[int, float]:
+        damping = min(1.0, known / query.known) if query.known else 1.0
+        fts, vec = max_normalised(query.fts), min_max(query.vector)
+        candidates = fts.keys() | vec.keys()
+        best_fts: dict[str, float] = {}
+        best_vec: dict[str, float] = {}
+        holds_code: dict[str, bool] = {}
+        for chunk in candidates:
+            path, is_code = task.chunks[chunk]
+            best_fts[path] = max(best_fts.get(path, 0.0), fts.get(chunk, 0.0))
+            best_vec[path] = max(best_vec.get(path, 0.0), vec.get(chunk, 0.0))
+            holds_code[path] = holds_code.get(path, False) or is_code
+        fused = {}
+        for chunk in candidates:
+            path, is_code = task.chunks[chunk]
+            w = (weight_code if is_code else weight_prose) * damping
+            own = (1 - w) * fts.get(chunk, 0.0) + w * vec.get(chunk, 0.0)
+            # a page holding code (among the candidates) is weighed as code
+            w_page = (weight_code if holds_code[path] else weight_prose) * damping
+            page = (1 - w_page) * best_fts[path] + w_page * best_vec[path]
+            extra = task.lengths.get(path, 1) - 1
+            share = extra / (extra + half) if half > 0 else 1.0
+            value = (1 - share) * own + share * page
+            fused[chunk] = value * prose_factor if damping < 1.0 and not is_code else value
         return fused
     return rule
 
@@ -286,7 +345,8 @@ def by_idf_mass(half: float, power: float = 1.0, floor: float = 0.0, ceiling: fl
     """As ``by_evidence``, weighing each known term by its IDF (rare terms are strong keyword evidence):
     the vector weight is 1 / (1 + (mass / half) ** power), within [floor, ceiling]."""
     def weight(task: TaskLegs, query: QueryLegs) -> float:
-        return min(ceiling, max(floor, 1 / (1 + (query.idf_mass / half) ** power)))
+        share: float = (query.idf_mass / half) ** power
+        return min(ceiling, max(floor, 1 / (1 + share)))
     return weight
 
 
@@ -321,12 +381,10 @@ def documents(task: TaskLegs, fused: Mapping[int, float], depth: int = 100, supp
 
 
 def score(task: TaskLegs, rule: Rule, support: float = 0.0) -> float:
-    values = []
-    for query in task.queries:
-        ranking = documents(task, rule(task, query), support=support)
-        judged = task.qrels.get(query.query_id, {})
-        values.append(recall_at_k(ranking, judged, 10) if task.headline == "R@10" else ndcg_at_k(ranking, judged, 10))
-    return fmean(values)
+    run, qrels = task.judged({query.query_id: documents(task, rule(task, query), support=support)
+                              for query in task.queries})
+    metric = {"R@10": recall_at_k, "MRR@10": reciprocal_rank_at_k}.get(task.headline, ndcg_at_k)
+    return fmean(metric(ranking, qrels.get(query, {}), 10) for query, ranking in run.items())
 
 
 def table(tasks: Sequence[TaskLegs], rules: Mapping[str, Rule], support: float = 0.0) -> str:
@@ -355,7 +413,12 @@ def main() -> None:
     rules: dict[str, Rule] = {
         "fts": leg_only("fts"),
         "vector": leg_only("vector"),
-        "current (convex 0.4 / 0.8, code leg)": convex(0.4, 0.8, code_leg=True),
+        "current (prose 0.45, long-query damping 20, prose of long x0.8, document evidence 15)":
+            document_evidence(0.45, 0.8, 15),
+        "before document evidence (prose 0.40)": long_query_damped(0.4, 0.8, 20, 1.0, 1.0, 0.8),
+        **{f"prose {w}, document evidence {half}": document_evidence(w, 0.8, half)
+           for w in (0.4, 0.45, 0.5) for half in (5, 15, 30)},
+        "convex 0.4 / 0.8, code leg": convex(0.4, 0.8, code_leg=True),
         "convex 0.4 / 0.8, no code leg": convex(0.4, 0.8),
         "rrf k=60": rrf(),
         **{f"long-query damping {k}^{p}": long_query_damped(0.4, 0.8, k, p) for k in (20, 40) for p in (1.0, 2.0)},

@@ -181,17 +181,18 @@ def benchmark_task(
         for key, runner in runners:
             print(f"  running {key} ...", flush=True)
             result = runner()
+            run, qrels = task.judged(result.run)
             entry: dict[str, Any] = {
                 "label": result.system,
                 "peer": key in PEER_SYSTEMS,
-                "metrics": {metric: round(value, 4) for metric, value in evaluate(result.run, task.qrels).items()},
+                "metrics": {metric: round(value, 4) for metric, value in evaluate(run, qrels).items()},
                 "index_seconds": round(result.index_seconds, 3),
                 "search_seconds": round(result.search_seconds, 3),
                 "ms_per_query": round(1000 * result.search_seconds / len(task.queries), 2),
                 "notes": result.notes,
             }
             if with_per_query:
-                entry["per_query"] = per_query(result.run, task.qrels)
+                entry["per_query"] = per_query(run, qrels)
             report["systems"][key] = entry
     return report
 

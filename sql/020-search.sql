@@ -97,25 +97,58 @@ create or replace function quarry.ranking_defaults(
     out candidate_count int,
     out per_term_depth int,
     out long_query_terms int,
-    out long_query_prose_factor double precision
+    out long_query_prose_factor double precision,
+    out document_evidence_chunks int
 )
 language sql immutable parallel safe
 set search_path = pg_catalog
 as $$
     -- The one place these defaults live: quarry.hybrid_search, quarry.search_hits and
     -- quarry.explain read them, and Python callers leave them out unless they override one.
-    -- Vector weights: prose chosen on SciFact by cross-validation (bench/fusion_weights.py), code
-    -- on CoSQA's dev split; the keyword leg reads per_term_depth postings per query term
+    -- Vector weights: prose 0.45 and document evidence chosen on every dev task at once, with
+    -- the task held out ahead of its best leg (bench/fusion_lab.py), code on CoSQA's dev split;
+    -- the keyword leg reads per_term_depth postings per query term
     -- (docs/BENCHMARKS.md, decisions). A query whose terms the corpus knows more than
     -- long_query_terms of (an issue, a stack trace) scales the vector weight by
     -- long_query_terms / known terms, since the embedder reads only its start and the keyword
     -- leg all of it, and its prose chunks by long_query_prose_factor: such a query asks which
     -- code to change, not which page mentions its words (docs/BENCHMARKS.md, decisions).
-    select 'convex'::text, 0.40::double precision, 0.8::double precision, 60, 50, 750, 20, 0.8::double precision
+    -- A chunk's score blends in its document's best evidence per leg, the more so the longer the
+    -- document: one of 1 + document_evidence_chunks chunks takes half (see
+    -- quarry.document_evidence_share).
+    select 'convex'::text, 0.45::double precision, 0.8::double precision, 60, 50, 750, 20, 0.8::double precision, 15
 $$;
 
 comment on function quarry.ranking_defaults() is
-'The ranking defaults of hybrid search (fusion method, vector weight for prose and code chunks, RRF k, candidates per leg, postings per query term, and how a long query shifts fusion): a null argument of quarry.hybrid_search / quarry.search_hits means this value.';
+'The ranking defaults of hybrid search (fusion method, vector weight for prose and code chunks, RRF k, candidates per leg, postings per query term, how a long query shifts fusion, and how much a long document''s best evidence counts): a null argument of quarry.hybrid_search / quarry.search_hits means this value.';
+
+create or replace function quarry.long_query_damping(query text, long_query_terms int) returns double precision
+language sql stable parallel safe
+set search_path = quarry, pg_catalog
+as $$
+    -- the embedder reads only a long query's start, the keyword leg all of it
+    select least(1.0, long_query_terms / greatest(count(*), 1)::double precision)
+    from quarry.text_terms t
+    where t.lexeme = any (quarry.query_lexemes(query)) and t.chunk_frequency > 0
+$$;
+
+comment on function quarry.long_query_damping(text, int) is
+'The factor on a query''s vector weight: 1, or long_query_terms / the number of its terms the corpus knows when that is larger (an issue, a stack trace).';
+
+create or replace function quarry.document_evidence_share(document_chunks bigint, document_evidence_chunks int)
+returns double precision
+language sql immutable parallel safe
+as $$
+    -- A long page or file is judged by more than its best section: its sections may match the
+    -- question's words and its meaning apart. One chunk: 0 (ranked as the chunk);
+    -- 1 + document_evidence_chunks chunks: one half (docs/BENCHMARKS.md, decisions).
+    select case when document_chunks <= 1 then 0.0::double precision
+                else (document_chunks - 1)::double precision
+                     / (document_chunks - 1 + greatest(document_evidence_chunks, 0)) end
+$$;
+
+comment on function quarry.document_evidence_share(bigint, int) is
+'The share of a chunk''s fused score taken from its document''s best evidence per leg (best keyword and best vector score among the candidates, fused with the chunk''s weights): (n - 1) / (n - 1 + document_evidence_chunks) for a document of n chunks.';
 
 create or replace function quarry.retrieval_confidence(
     fused_score double precision,
@@ -178,6 +211,7 @@ create or replace function quarry.hybrid_search(
     code_similarity real,
     version_degree int,
     vector_weight_used real,
+    document_share real,
     legs_left_out jsonb
 )
 language plpgsql volatile
@@ -282,13 +316,8 @@ begin
             ),
             queries as (
                 -- a long query (more known terms than long_query_terms) leans on the keyword leg
-                select q.*, least(1.0, defaults.long_query_terms / greatest(known.terms, 1)::double precision)
-                              as damping
+                select q.*, quarry.long_query_damping(q.query_text, defaults.long_query_terms) as damping
                 from distinct_queries q
-                cross join lateral (
-                    select count(*) as terms from quarry.text_terms t
-                    where t.lexeme = any (quarry.query_lexemes(q.query_text)) and t.chunk_frequency > 0
-                ) known
             ),
             fts_leg as (
                 select q.ordinal, hit.chunk_id, hit.score,
@@ -327,61 +356,84 @@ begin
                 from vector_leg v group by v.ordinal, v.chunk_id
             ),
             per_query as (
-                select coalesce(f.chunk_id, v.chunk_id) as chunk_id, q.damping,
-                       f.rank as fts_rank, f.score as fts_score, 1.0 / (rrf_k + f.rank) as fts_rrf,
-                       coalesce(f.normalized, 1) as fts_normalized,
-                       v.rank as vector_rank, v.code_rank, v.similarity, v.code_similarity, v.rrf as vector_rrf,
-                       v.normalized as vector_normalized
+                -- each leg's evidence for a chunk, as the fusion method weighs it
+                select coalesce(f.ordinal, v.ordinal) as ordinal, coalesce(f.chunk_id, v.chunk_id) as chunk_id,
+                       f.rank as fts_rank, f.score as fts_score,
+                       case when f.rank is null then 0
+                            when fusion = 'rrf' then 2.0 / (rrf_k + f.rank) else coalesce(f.normalized, 1) end
+                         as fts_evidence,
+                       v.rank as vector_rank, v.code_rank, v.similarity, v.code_similarity,
+                       coalesce(case when fusion = 'rrf' then 2 * v.rrf else v.normalized end, 0) as vector_evidence
                 from fts_leg f
                 full outer join vector_per_query v on v.chunk_id = f.chunk_id and v.ordinal = f.ordinal
-                join queries q on q.ordinal = coalesce(f.ordinal, v.ordinal)
             ),
-            fused as (
-                select p.chunk_id,
-                       (sum(case when fusion = 'rrf'
-                                 then 2 * (1 - w.vector * p.damping) * coalesce(p.fts_rrf, 0)
-                                      + 2 * w.vector * p.damping * coalesce(p.vector_rrf, 0)
-                                 else (1 - w.vector * p.damping) * (case when p.fts_rank is null then 0
-                                                                         else p.fts_normalized end)
-                                      + w.vector * p.damping * coalesce(p.vector_normalized, 0)
-                            end * case when p.damping < 1 and not w.is_code then defaults.long_query_prose_factor
-                                       else 1 end)
-                        / case when fusion = 'rrf' then 1 else query_count end
-                        * case w.degree when 3 then 0.9 when 2 then 0.8 when 1 then 0.5 else 1 end
-                        * case when w.deprecated then 0.5 else 1 end
-                       )::double precision as fused_score,
-                       min(p.fts_rank)::int as fts_rank,
-                       min(p.vector_rank)::int as vector_rank,
-                       min(p.code_rank)::int as code_rank,
-                       max(p.fts_score)::real as fts_score,
-                       max(p.similarity)::real as vector_similarity,
-                       max(p.code_similarity)::real as code_similarity,
-                       w.degree,
-                       avg(w.vector * p.damping)::real as vector_weight_used
-                from per_query p
+            candidates as (
                 -- Code leans on the vector leg: natural-language questions share few words
                 -- with identifiers, so keyword scores on code are weaker evidence. Under a
                 -- version rule, the degree of match scales the score (permissive ranking);
                 -- deprecated content (document or source) is halved: still findable, rarely first.
+                select c.id as chunk_id, c.document_id, c.is_code,
+                       case when not use_fts then 1.0  -- a single leg is ranked as it is
+                            when not (use_vector or use_code) then 0.0
+                            when c.is_code then code_vector_weight else vector_weight end as vector,
+                       case when has_version_rules
+                            then quarry.version_degree(resolved_filters, c.document_id) end as degree,
+                       c.deprecated or s.deprecated as deprecated,
+                       case when use_fts and (use_vector or use_code)  -- a single leg is ranked as it is
+                            then quarry.document_evidence_share(length.chunks, defaults.document_evidence_chunks)
+                            else 0 end as document_share
+                from (select distinct p.chunk_id from per_query p) p
+                join quarry.chunks c on c.id = p.chunk_id
+                join quarry.sources s on s.id = c.source_id
                 cross join lateral (
-                    select case when not use_fts then 1.0  -- a single leg is ranked as it is
-                                when not (use_vector or use_code) then 0.0
-                                when c.is_code then code_vector_weight else vector_weight end as vector,
-                           c.is_code,
-                           case when has_version_rules
-                                then quarry.version_degree(resolved_filters, c.document_id) end as degree,
-                           c.deprecated or s.deprecated as deprecated
-                    from quarry.chunks c join quarry.sources s on s.id = c.source_id
-                    where c.id = p.chunk_id
-                ) w
-                group by p.chunk_id, w.degree, w.deprecated
+                    select last.ordinal + 1 as chunks from quarry.chunks last
+                    where last.document_id = c.document_id order by last.ordinal desc limit 1
+                ) length
+            ),
+            with_document as (
+                -- the document's best evidence per leg among this query's candidates
+                select p.*, k.document_id, k.is_code, k.vector * q.damping as weight, k.degree, k.deprecated,
+                       k.document_share, q.damping,
+                       max(p.fts_evidence) over per_document as document_fts,
+                       max(p.vector_evidence) over per_document as document_vector,
+                       -- a page holding code is weighed as code: its words and its code's meaning apart
+                       case when bool_or(k.is_code) over per_document then code_vector_weight
+                            else vector_weight end * q.damping as document_weight
+                from per_query p
+                join candidates k on k.chunk_id = p.chunk_id
+                join queries q on q.ordinal = p.ordinal
+                window per_document as (partition by p.ordinal, k.document_id)
+            ),
+            fused as (
+                select e.chunk_id,
+                       (sum(((1 - e.document_share) * ((1 - e.weight) * e.fts_evidence + e.weight * e.vector_evidence)
+                             + e.document_share * ((1 - e.document_weight) * e.document_fts
+                                                   + e.document_weight * e.document_vector))
+                            -- a long query asks which code to change, not which page holds its words
+                            * case when e.damping < 1 and not e.is_code then defaults.long_query_prose_factor
+                                   else 1 end)
+                        / case when fusion = 'rrf' then 1 else query_count end
+                        * case e.degree when 3 then 0.9 when 2 then 0.8 when 1 then 0.5 else 1 end
+                        * case when e.deprecated then 0.5 else 1 end
+                       )::double precision as fused_score,
+                       min(e.fts_rank)::int as fts_rank,
+                       min(e.vector_rank)::int as vector_rank,
+                       min(e.code_rank)::int as code_rank,
+                       max(e.fts_score)::real as fts_score,
+                       max(e.similarity)::real as vector_similarity,
+                       max(e.code_similarity)::real as code_similarity,
+                       e.degree,
+                       avg(e.weight)::real as vector_weight_used,
+                       max(e.document_share)::real as document_share
+                from with_document e
+                group by e.chunk_id, e.degree, e.deprecated
             )
             select fused.chunk_id, fused.fused_score,
                    quarry.retrieval_confidence(fused.fused_score, fused.vector_similarity, fused.code_similarity,
                                                fusion, legs, query_count, rrf_k),
                    fused.fts_rank, fused.vector_rank, fused.code_rank,
                    fused.fts_score, fused.vector_similarity, fused.code_similarity, fused.degree,
-                   fused.vector_weight_used, nullif(failures, '{}')
+                   fused.vector_weight_used, fused.document_share, nullif(failures, '{}')
             from fused
             order by fused.fused_score desc, coalesce(fused.fts_rank, 2147483647),
                      coalesce(fused.vector_rank, fused.code_rank, 2147483647), fused.chunk_id
@@ -390,7 +442,8 @@ begin
                 -- no hit, but a leg sat out: one row without a chunk says which, so an empty
                 -- answer is not mistaken for a complete one
                 return query select null::uuid, null::double precision, null::real, null::int, null::int,
-                                    null::int, null::real, null::real, null::real, null::int, null::real, failures;
+                                    null::int, null::real, null::real, null::real, null::int, null::real, null::real,
+                                    failures;
             end if;
             return;
         exception
@@ -416,7 +469,7 @@ end
 $$;
 
 comment on function quarry.hybrid_search(text[], vector[], text, int, jsonb, text, int, int, int, text, double precision, double precision, vector[], text, text, text, text) is
-'Hybrid retrieval in one statement: per query a BM25 leg, a vector leg and (code_mode on/exclusive, given code_embeddings) a code-space vector leg, facet and version filters applied inside each leg before top-k, fused across legs and queries by a convex combination of per-query normalised scores or weighted RRF. Null ranking arguments take quarry.ranking_defaults(). A leg that errors, whose query_model differs from its space''s model, or that would repeat another (the code leg when one model serves both spaces) is left out and named in legs_left_out ({"<leg>": {"reason": "error" | "model_mismatch" | "redundant", "detail"}}); with no hit and a leg left out, one row with a null chunk_id carries legs_left_out.';
+'Hybrid retrieval in one statement: per query a BM25 leg, a vector leg and (code_mode on/exclusive, given code_embeddings) a code-space vector leg, facet and version filters applied inside each leg before top-k, fused across legs and queries by a convex combination of per-query normalised scores or weighted RRF, each chunk''s score blended with its document''s best evidence per leg by document_share (see quarry.document_evidence_share). Null ranking arguments take quarry.ranking_defaults(). A leg that errors, whose query_model differs from its space''s model, or that would repeat another (the code leg when one model serves both spaces) is left out and named in legs_left_out ({"<leg>": {"reason": "error" | "model_mismatch" | "redundant", "detail"}}); with no hit and a leg left out, one row with a null chunk_id carries legs_left_out.';
 
 create or replace function quarry.one_model_serves(first_space text, second_space text) returns boolean
 language sql stable parallel safe

@@ -49,6 +49,7 @@ create or replace function quarry.search_hits(
     version_match text,
     trust json,
     vector_weight_used real,
+    document_share real,
     legs_left_out jsonb
 )
 language plpgsql volatile
@@ -69,7 +70,7 @@ begin
            h.code_similarity, quarry.version_match_label(h.version_degree),
            quarry.weighted_trust(d.attribution, d.verified, d.deprecated, d.source_kind, d.changed_at,
                                  quarry.version_match_label(h.version_degree), now(), weights),
-           h.vector_weight_used, h.legs_left_out
+           h.vector_weight_used, h.document_share, h.legs_left_out
     from quarry.hybrid_search(query_texts, query_embeddings, search_mode, match_count, filters,
                               embedding_space, candidate_count, rrf_k,
                               fusion => fusion, vector_weight => vector_weight,

@@ -151,6 +151,10 @@ declare
     fts record;
     vec record;
     vector_weight double precision;
+    damping double precision;
+    prose_factor double precision;
+    document_weight double precision;
+    document_share double precision;
 begin
     select * into hit from quarry.chunk_details d where d.chunk_id = chunk;
     if hit is null then
@@ -192,15 +196,32 @@ begin
     end if;
     return next;
 
-    select case when hit.is_code then d.code_vector_weight else d.vector_weight end into vector_weight
+    select case when hit.is_code then d.code_vector_weight else d.vector_weight end,
+           quarry.long_query_damping(query, d.long_query_terms),
+           d.long_query_prose_factor,
+           case when exists (select 1 from quarry.chunks c where c.document_id = hit.document_id and c.is_code)
+                then d.code_vector_weight else d.vector_weight end,
+           quarry.document_evidence_share(
+               (select count(*) from quarry.chunks c where c.document_id = hit.document_id),
+               d.document_evidence_chunks)
+      into vector_weight, damping, prose_factor, document_weight, document_share
     from quarry.ranking_defaults() d;
     step := 'fusion';
     detail := jsonb_build_object(
-        'method', 'convex: (1 - w) * fts normalized + w * vector normalized, per query',
-        'vector_weight', vector_weight,
+        'method', 'convex, per query: (1 - share) * chunk + share * document, each (1 - w) * fts normalized'
+                  || ' + w * vector normalized; the document''s is its best fts and best vector score among'
+                  || ' the candidates, weighed as code when one of them is code (here: when it holds code)',
+        'vector_weight', round((vector_weight * damping)::numeric, 4),
+        'document_vector_weight', round((document_weight * damping)::numeric, 4),
         'why', case when hit.is_code then 'code chunk: natural-language queries share few words with code'
                     else 'prose chunk' end,
-        'deprecated_factor', case when hit.deprecated then 0.5 else 1 end);
+        'long_query_damping', round(damping::numeric, 4),
+        'long_query_prose_factor', case when damping < 1 and not hit.is_code then prose_factor else 1 end,
+        'document_share', round(document_share::numeric, 4),
+        'deprecated_factor', case when hit.deprecated then 0.5 else 1 end,
+        'note', case when damping < 1
+                     then 'a long query: the embedder reads only its start, so the vector weight is scaled down'
+                          || case when hit.is_code then '' else ' and prose chunks rank lower' end end);
     return next;
 
     step := 'trust';
@@ -210,4 +231,4 @@ end
 $$;
 
 comment on function quarry.explain(uuid, text, vector) is
-'Why a chunk ranks where it does for a query: its keyword leg rank and BM25 score, its vector leg rank (given a query embedding), the fusion weights and its trust factors.';
+'Why a chunk ranks where it does for a query: its keyword leg rank and BM25 score, its vector leg rank (given a query embedding), the fusion as hybrid search applies it to this chunk (vector weight after long-query damping, the prose factor of long queries, the share taken from its document''s evidence) and its trust factors.';

@@ -149,6 +149,23 @@ def test_explain_reports_the_vector_rank_given_an_embedding(corpus: ConnectionPo
                                                                                            abs=1e-3)
 
 
+def test_explain_shows_the_fusion_hybrid_search_applied(corpus: ConnectionPool, local_embedder: Embedder) -> None:
+    long_query = " ".join(["partial index predicate subset conditional expression table", "pg_dump snapshot archive",
+                           "continuous archiving write-ahead log restoring moment scalar function columns",
+                           "consistent script database queries large speed"])
+    for query in (QUERY, long_query):
+        hits = search(corpus, local_embedder, query, limit=5)
+        for hit in hits:
+            with corpus.connection() as conn:
+                steps = dict(conn.execute("select step, detail from quarry.explain(%s, %s)",
+                                          (hit.chunk_id, query)).fetchall())
+            fusion = steps["fusion"]
+            assert fusion["vector_weight"] == pytest.approx(hit.vector_weight_used, abs=1e-4), query
+            assert fusion["document_share"] == pytest.approx(hit.document_share, abs=1e-4), query
+        long = query == long_query
+        assert (fusion["long_query_damping"] < 1) == long and ("note" in fusion and fusion["note"] is not None) == long
+
+
 def test_explain_ranks_a_chunk_beyond_pgvectors_default_scan_depth(
     pool: ConnectionPool, local_embedder: Embedder, tmp_path: Path
 ) -> None:

@@ -66,10 +66,11 @@ def test_hybrid_fusion_matches_reciprocal_rank_fusion_of_the_legs(
     hybrid = search(corpus, local_embedder, query, mode="hybrid", limit=depth, candidates=depth, rrf_k=RRF_K,
                     fusion="rrf", vector_weight=0.5, code_vector_weight=0.5)
 
-    expected: dict[UUID, float] = {}
-    for leg in (fts, vector):
+    evidence: dict[str, dict[UUID, float]] = {"fts": {}, "vector": {}}
+    for name, leg in (("fts", fts), ("vector", vector)):
         for rank, hit in enumerate(leg, 1):
-            expected[hit.chunk_id] = expected.get(hit.chunk_id, 0.0) + 1.0 / (RRF_K + rank)
+            evidence[name][hit.chunk_id] = 2.0 / (RRF_K + rank)
+    expected = fused_with_documents(corpus, evidence, set(), (0.5, 0.5))
     fts_ranks = {hit.chunk_id: rank for rank, hit in enumerate(fts, 1)}
     vector_ranks = {hit.chunk_id: rank for rank, hit in enumerate(vector, 1)}
 
@@ -80,6 +81,39 @@ def test_hybrid_fusion_matches_reciprocal_rank_fusion_of_the_legs(
         assert hit.vector_rank == vector_ranks.get(hit.chunk_id)
     scores = [hit.fused_score for hit in hybrid]
     assert scores == sorted(scores, reverse=True)
+
+
+def fused_with_documents(pool: ConnectionPool, evidence: dict[str, dict[UUID, float]], code: set[UUID],
+                         weights: tuple[float, float], damping: float = 1.0) -> dict[UUID, float]:
+    """The fusion rule written out: each chunk's mix of its legs' evidence (vector weight ``weights``: prose,
+    code), blended with its document's best evidence per leg by (n - 1) / (n - 1 + 15) for a document of n
+    chunks, weighed as code when one of its candidate chunks is code."""
+    candidates = list(evidence["fts"].keys() | evidence["vector"].keys())
+    documents = _documents(pool, candidates)
+    best: dict[tuple[str, UUID], float] = {}
+    for leg, values in evidence.items():
+        for chunk, value in values.items():
+            key = (leg, documents[chunk][1])
+            best[key] = max(best.get(key, 0.0), value)
+    holding_code = {documents[chunk][1] for chunk in candidates if chunk in code}
+    expected = {}
+    for chunk in candidates:
+        share, document = documents[chunk]
+        w = weights[chunk in code] * damping
+        w_page = weights[document in holding_code] * damping
+        own = (1 - w) * evidence["fts"].get(chunk, 0.0) + w * evidence["vector"].get(chunk, 0.0)
+        page = (1 - w_page) * best.get(("fts", document), 0.0) + w_page * best.get(("vector", document), 0.0)
+        expected[chunk] = (1 - share) * own + share * page
+    return expected
+
+
+def _documents(pool: ConnectionPool, chunks: list[UUID]) -> dict[UUID, tuple[float, UUID]]:
+    """chunk -> (its document's evidence share, the document)."""
+    with pool.connection() as conn:
+        rows = conn.execute(
+            "select c.id, c.document_id, (select count(*) from quarry.chunks o where o.document_id = c.document_id)"
+            " from quarry.chunks c where c.id = any(%s)", (chunks,)).fetchall()
+    return {chunk: ((count - 1) / (count - 1 + 15), document) for chunk, document, count in rows}
 
 
 def test_a_query_with_only_stopwords_returns_no_fts_hits(corpus: ConnectionPool) -> None:
@@ -122,13 +156,48 @@ def test_convex_fusion_weights_normalised_leg_scores_by_content(
     best_text = max(hit.fts_score or 0.0 for hit in fts)
     distances = {hit.chunk_id: 1 - (hit.vector_similarity or 0.0) for hit in vector}
     nearest, farthest = min(distances.values()), max(distances.values())
-    text_part = {hit.chunk_id: (hit.fts_score or 0.0) / best_text for hit in fts}
-    vector_part = {chunk: (farthest - d) / (farthest - nearest) for chunk, d in distances.items()}
+    evidence = {"fts": {hit.chunk_id: (hit.fts_score or 0.0) / best_text for hit in fts},
+                "vector": {chunk: (farthest - d) / (farthest - nearest) for chunk, d in distances.items()}}
+    code = {hit.chunk_id for hit in vector if hit.content_type == "code"}
+    expected = fused_with_documents(corpus, evidence, code, (0.4, 0.8))
+    assert any(share > 0 for share, _ in _documents(corpus, list(expected)).values())
     for hit in hybrid:
-        weight = 0.8 if hit.content_type == "code" else 0.4
-        expected = (1 - weight) * text_part.get(hit.chunk_id, 0.0) + weight * vector_part.get(hit.chunk_id, 0.0)
-        assert hit.fused_score == pytest.approx(expected, abs=1e-5)
+        assert hit.fused_score == pytest.approx(expected[hit.chunk_id], abs=1e-5)
+        assert hit.vector_weight_used == pytest.approx(0.8 if hit.chunk_id in code else 0.4)
     assert [hit.fused_score for hit in hybrid] == sorted((hit.fused_score for hit in hybrid), reverse=True)
+
+
+LONG_QUERY = ("Indexes speed up queries on large tables. A partial index is built over a subset of a table; the subset"
+              " is defined by a conditional expression called the predicate of the partial index. pg_dump writes a"
+              " consistent snapshot of one database to a script or archive file. Continuous archiving of the"
+              " write-ahead log allows restoring to any moment.")
+
+
+def test_a_long_query_leans_on_the_keyword_leg_and_on_code(corpus: ConnectionPool, local_embedder: Embedder) -> None:
+    depth = 50
+    with corpus.connection() as conn:
+        row = conn.execute("select quarry.long_query_damping(%s, 20), count(*) from quarry.text_terms"
+                           " where lexeme = any(quarry.query_lexemes(%s)) and chunk_frequency > 0",
+                           (LONG_QUERY, LONG_QUERY)).fetchone()
+    assert row is not None
+    damping, known = row
+    assert known > 20 and damping == pytest.approx(20 / known)
+
+    fts = search(corpus, None, LONG_QUERY, mode="fts", limit=depth, candidates=depth)
+    vector = search(corpus, local_embedder, LONG_QUERY, mode="vector", limit=depth, candidates=depth)
+    hybrid = search(corpus, local_embedder, LONG_QUERY, mode="hybrid", limit=depth, candidates=depth,
+                    fusion="convex", vector_weight=0.4, code_vector_weight=0.8)
+    best_text = max(hit.fts_score or 0.0 for hit in fts)
+    distances = {hit.chunk_id: 1 - (hit.vector_similarity or 0.0) for hit in vector}
+    nearest, farthest = min(distances.values()), max(distances.values())
+    evidence = {"fts": {hit.chunk_id: (hit.fts_score or 0.0) / best_text for hit in fts},
+                "vector": {chunk: (farthest - d) / (farthest - nearest) for chunk, d in distances.items()}}
+    code = {hit.chunk_id for hit in vector if hit.content_type == "code"}
+    expected = fused_with_documents(corpus, evidence, code, (0.4, 0.8), damping)
+    for hit in hybrid:
+        assert hit.vector_weight_used == pytest.approx((0.8 if hit.chunk_id in code else 0.4) * damping, abs=1e-6)
+        prose_factor = 1.0 if hit.chunk_id in code else 0.8  # such a query asks which code to change
+        assert hit.fused_score == pytest.approx(expected[hit.chunk_id] * prose_factor, abs=1e-5)
 
 
 @pytest.mark.parametrize("filtered", [False, True])

@@ -82,6 +82,8 @@ class SearchHit:
     trust: dict[str, Any]
     #: The vector leg's weight in this hit's fusion (by chunk kind, lowered for a long query; mean over queries).
     vector_weight_used: float | None
+    #: The share of the score taken from the hit's document's best evidence per leg (0 for a one-chunk document).
+    document_share: float | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,8 +90,8 @@ class RankedHit:
             "fts_rank": hit.fts_rank,
             "vector_rank": hit.vector_rank,
             "code_rank": hit.code_rank,
-            "fusion": {"vector_weight": None if hit.vector_weight_used is None
-                       else round(hit.vector_weight_used, 4)},
+            "fusion": {"vector_weight": _rounded(hit.vector_weight_used),
+                       "document_share": _rounded(hit.document_share)},
             "reranked": self.reranked,
         }
         if self.reranked:
@@ -256,3 +256,7 @@ def check_version_ranges(pool: ConnectionPool, filters: Filters | None) -> None:
 
 _RANGE_RULE = ("must be a node-semver range such as '^0.17', '>=0.8 <0.9', '~1.2.3', '1.2.x || 2' or '1.0 - 2.0' "
                "(comparators <, <=, >, >=, =; ^ and ~; x-ranges; hyphen ranges; || between alternatives)")
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
