@@ -36,7 +36,7 @@ def ranked_chunks(backend: BenchBackend, text: str, mode: SearchMode, depth: int
                   ranking: Ranking | None = None, sources: tuple[str, ...] = ()) -> list[SearchHit]:
     """The first ``depth`` chunks for one query, both legs as deep; a degraded search is an error, not a figure."""
     retrieval = retrieve(backend, SearchRequest((text,), mode, limit=depth, rerank=False, sources=sources,
-                                                ranking=ranking or Ranking()))
+                                                ranking=ranking or Ranking(), per_document=None))
     if retrieval.degradation.degraded:
         raise RuntimeError(f"degraded search: {'; '.join(retrieval.degradation.reasons)}")
     return [ranked.hit for ranked in retrieval.hits]

@@ -35,6 +35,7 @@ from engine.retrieval.request import (
     DEFAULT_CODE_MODE,
     DEFAULT_LIMIT,
     DEFAULT_MODE,
+    DEFAULT_PER_DOCUMENT,
     DEFAULT_VERSION_MATCH,
     CodeMode,
     FacetValue,
@@ -210,6 +211,8 @@ class AdvancedSearchArgs(BaseModel):
         default="detailed", description="fast: no reranking, light results (no confidence_factors or per-leg "
         "ranks, content cut to 500 characters); detailed: every field; full: detailed plus each result's "
         "neighbouring chunks.")
+    per_document: int | None = Field(default=DEFAULT_PER_DOCUMENT, ge=1, le=limits.MAX_RESULTS,
+                                     description="Chunks of one document returned at most; null for no cap.")
 
     @field_validator("code_mode")
     @classmethod

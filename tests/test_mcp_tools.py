@@ -170,7 +170,8 @@ def test_search_returns_explained_results(mcp: McpSession) -> None:
     assert body["degraded"] is False and body["degradation_reason"] is None and body["hybrid_leg_failed"] is None
     # one model embeds both spaces here: the text leg ranks code chunks too, and a note says so
     assert body["vector_spaces"] == ["text"] and body["code_mode_used"] == "on"
-    assert body["notes"] == [SHARED_MODEL_NOTE]
+    assert body["notes"][0] == SHARED_MODEL_NOTE
+    assert all("per document" in note for note in body["notes"][1:])  # a page fills at most two places
 
 
 def test_official_sources_are_trusted_more_than_community_ones(mcp: McpSession) -> None:
@@ -183,7 +184,7 @@ def test_search_modes_use_the_legs_they_name(mcp: McpSession) -> None:
     fts = mcp.ok("search", {"query": "parseUserId", "mode": "fts"})
     assert fts["results"][0]["symbol_path"] == "src.users.parse_user_id"
     assert all(result["vector_rank"] is None for result in fts["results"])
-    assert fts["vector_spaces"] == [] and fts["notes"] == []
+    assert fts["vector_spaces"] == [] and all("per document" in note for note in fts["notes"])
     vector = mcp.ok("search", {"query": "restore a database from an archive", "mode": "vector", "limit": 3})
     assert all(result["fts_rank"] is None for result in vector["results"])
     assert vector["results"][0]["path"] == "docs/backup.md"
@@ -388,7 +389,8 @@ def test_status_reports_health_spaces_and_limits(mcp: McpSession) -> None:
 
 
 def test_search_results_are_truncated_to_the_response_bound(mcp: McpSession) -> None:
-    reply = mcp.call("search", {"query": "alpha3", "mode": "fts", "limit": 10})
+    # every large chunk of one document: no per-document cap
+    reply = mcp.call("advanced_search", {"queries": ["alpha3"], "mode": "fts", "limit": 10, "per_document": None})
     assert not reply.is_error
     assert reply.wire_bytes <= MAX_RESPONSE_BYTES
     body = reply.body

@@ -10,7 +10,7 @@ from engine.embed.base import Embedder
 from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
 from tests.corpus import write_corpus
-from tests.searching import search
+from tests.searching import search, search_outcome
 
 RRF_K = 60
 
@@ -61,9 +61,9 @@ def test_hybrid_fusion_matches_reciprocal_rank_fusion_of_the_legs(
 ) -> None:
     query = "restore the database from an archive"
     depth = 50
-    fts = search(corpus, None, query, mode="fts", limit=depth, candidates=depth)
-    vector = search(corpus, local_embedder, query, mode="vector", limit=depth, candidates=depth)
-    hybrid = search(corpus, local_embedder, query, mode="hybrid", limit=depth, candidates=depth, rrf_k=RRF_K,
+    fts = search(corpus, None, query, mode="fts", limit=depth, candidates=depth, per_document=None)
+    vector = search(corpus, local_embedder, query, mode="vector", limit=depth, candidates=depth, per_document=None)
+    hybrid = search(corpus, local_embedder, query, mode="hybrid", limit=depth, candidates=depth, per_document=None, rrf_k=RRF_K,
                     fusion="rrf", vector_weight=0.5, code_vector_weight=0.5)
 
     evidence: dict[str, dict[UUID, float]] = {"fts": {}, "vector": {}}
@@ -148,9 +148,9 @@ def test_convex_fusion_weights_normalised_leg_scores_by_content(
 ) -> None:
     query = "parse a user id from a string"
     depth = 50
-    fts = search(corpus, None, query, mode="fts", limit=depth, candidates=depth)
-    vector = search(corpus, local_embedder, query, mode="vector", limit=depth, candidates=depth)
-    hybrid = search(corpus, local_embedder, query, mode="hybrid", limit=depth, candidates=depth,
+    fts = search(corpus, None, query, mode="fts", limit=depth, candidates=depth, per_document=None)
+    vector = search(corpus, local_embedder, query, mode="vector", limit=depth, candidates=depth, per_document=None)
+    hybrid = search(corpus, local_embedder, query, mode="hybrid", limit=depth, candidates=depth, per_document=None,
                     fusion="convex", vector_weight=0.4, code_vector_weight=0.8)
 
     best_text = max(hit.fts_score or 0.0 for hit in fts)
@@ -183,9 +183,9 @@ def test_a_long_query_leans_on_the_keyword_leg_and_on_code(corpus: ConnectionPoo
     damping, known = row
     assert known > 20 and damping == pytest.approx(20 / known)
 
-    fts = search(corpus, None, LONG_QUERY, mode="fts", limit=depth, candidates=depth)
-    vector = search(corpus, local_embedder, LONG_QUERY, mode="vector", limit=depth, candidates=depth)
-    hybrid = search(corpus, local_embedder, LONG_QUERY, mode="hybrid", limit=depth, candidates=depth,
+    fts = search(corpus, None, LONG_QUERY, mode="fts", limit=depth, candidates=depth, per_document=None)
+    vector = search(corpus, local_embedder, LONG_QUERY, mode="vector", limit=depth, candidates=depth, per_document=None)
+    hybrid = search(corpus, local_embedder, LONG_QUERY, mode="hybrid", limit=depth, candidates=depth, per_document=None,
                     fusion="convex", vector_weight=0.4, code_vector_weight=0.8)
     best_text = max(hit.fts_score or 0.0 for hit in fts)
     distances = {hit.chunk_id: 1 - (hit.vector_similarity or 0.0) for hit in vector}
@@ -237,3 +237,25 @@ def test_the_hnsw_scan_depth_covers_the_leg_and_grows_with_the_index(corpus: Con
     assert [d for (d,) in depths] == [60, 105, 150, 195, 310, 775, 128]
     assert indexed is not None and stored is not None and indexed[0] == stored[0] > 0
     assert in_search == ("130",)
+
+
+def test_a_page_fills_at_most_two_places_unless_asked(pool: ConnectionPool, local_embedder: Embedder,
+                                                      tmp_path: Path) -> None:
+    sections = "\n\n".join(f"## Vacuum step {step}\n\nVacuum reclaims dead tuples; step {step} of tuning autovacuum."
+                           for step in range(1, 7))
+    files = {"docs/vacuum.md": f"# Vacuum\n\n{sections}\n",
+             "docs/analyze.md": "# Analyze\n\nANALYZE and autovacuum keep planner statistics fresh after vacuum.\n",
+             "docs/backup.md": "# Backup\n\npg_dump writes an archive.\n"}
+    Ingestor(pool, {"text": local_embedder}, max_file_bytes=1_000_000).ingest(
+        write_corpus(tmp_path / "c", files), SourceSpec(slug="vacuum"))
+
+    capped = search_outcome(pool, local_embedder, "tuning autovacuum to reclaim dead tuples", limit=5)
+    paths = [ranked.hit.path for ranked in capped.hits]
+    assert paths.count("docs/vacuum.md") == 2 and "docs/analyze.md" in paths
+    assert [ranked.rank for ranked in capped.hits] == list(range(1, len(paths) + 1))
+    assert any("left out (at most 2 per document;" in note for note in capped.notes())
+
+    every = search(pool, local_embedder, "tuning autovacuum to reclaim dead tuples", limit=5, per_document=None)
+    assert [hit.path for hit in every].count("docs/vacuum.md") >= 4
+    one = search(pool, local_embedder, "tuning autovacuum to reclaim dead tuples", limit=5, per_document=1)
+    assert len({hit.document_id for hit in one}) == len(one) == 3

@@ -23,7 +23,14 @@ from engine.admin.jobs import JobCancelledError
 from engine.embed.base import SPACES
 from engine.errors import BusyError, QuarryError, UnavailableError
 from engine.ingest.sources import Attribution, SourceKind
-from engine.retrieval.request import DEFAULT_CODE_MODE, DEFAULT_LIMIT, DEFAULT_MODE, CodeMode, SearchMode
+from engine.retrieval.request import (
+    DEFAULT_CODE_MODE,
+    DEFAULT_LIMIT,
+    DEFAULT_MODE,
+    DEFAULT_PER_DOCUMENT,
+    CodeMode,
+    SearchMode,
+)
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
@@ -90,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
                              f"only (default: {DEFAULT_CODE_MODE}, as MCP's search)")
     search.add_argument("--limit", type=int, default=DEFAULT_LIMIT,
                         help=f"results to return (1-50, default: {DEFAULT_LIMIT})")
+    search.add_argument("--per-document", type=int, default=DEFAULT_PER_DOCUMENT, metavar="N",
+                        help=f"chunks of one document shown at most, 0 for no cap (default: {DEFAULT_PER_DOCUMENT})")
     search.add_argument("--source", action="append", help="restrict to a source slug (repeatable)")
     search.add_argument("--json", action="store_true", help="print results as JSON")
 
@@ -338,8 +347,11 @@ def _search(runtime: Runtime, args: argparse.Namespace) -> int:
     if not 1 <= args.limit <= 50:
         raise ValueError("--limit must be between 1 and 50")
     code_mode: CodeMode = DEFAULT_CODE_MODE if args.mode == "fts" else args.code_mode  # fts uses no embeddings
+    if args.per_document < 0:
+        raise ValueError("--per-document must be 0 (no cap) or more")
     retrieval = retrieve(runtime, SearchRequest((args.query,), args.mode, code_mode, args.limit,
-                                                sources=tuple(args.source or ())))
+                                                sources=tuple(args.source or ()),
+                                                per_document=args.per_document or None))
     if args.json:
         # the same response MCP's `search` gives for the same arguments, before its size bound
         print(json.dumps({**retrieval.summary(), "notes": retrieval.notes()}, indent=2))

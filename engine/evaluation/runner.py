@@ -186,8 +186,9 @@ class _Searcher:
     def _search(self, index: int, depth: int) -> list[SearchHit]:
         # Deeper than MCP's 50 rows: both legs go as deep as the chunk list (SQL ranks
         # max(candidates, limit) per leg), so the vector leg's normalisation spans more rows.
+        # every chunk (per_document None): documents are ranked by their best chunk here
         request = SearchRequest((self.texts[index],), self.settings.mode, self.settings.code_mode, limit=depth,
-                                sources=self.settings.sources)
+                                sources=self.settings.sources, per_document=None)
         retrieval = retrieve(self.backend, request)
         for leg, reason in retrieval.degradation.failed_legs.items():
             self.failed_legs.setdefault(leg, reason)

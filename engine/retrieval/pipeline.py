@@ -17,6 +17,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
+from uuid import UUID
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -28,7 +29,7 @@ from engine.errors import InvalidRequestError, UnavailableError, new_error_id
 from engine.rerank.base import Reranker
 from engine.retrieval.degradation import Degradation, embed_queries, leg_of
 from engine.retrieval.hits import SearchHit, search_hits
-from engine.retrieval.request import CodeMode, Filters, SearchMode, SearchRequest, filters_json
+from engine.retrieval.request import MAX_DEPTH, CodeMode, Filters, SearchMode, SearchRequest, filters_json
 from engine.retrieval.reranking import NO_RERANKER, RerankOutcome, rerank
 
 logger = logging.getLogger("quarry.search")
@@ -185,6 +186,9 @@ def retrieve(backend: RetrievalBackend, request: SearchRequest) -> Retrieval:
         code_mode = code_mode if code_vectors is not None else "off"
     reranker = backend.reranker if request.rerank else None
     depth = request.limit if reranker is None else max(request.limit, _rerank_depth(request.limit))
+    if request.per_document is not None:
+        # room to fill the page after the cap: the legs rank 50 candidates either way
+        depth = min(MAX_DEPTH, max(depth, request.limit * PER_DOCUMENT_ROOM))
     ranking = request.ranking
     if ranking.rrf_k is None and backend.settings.rrf_k is not None:
         ranking = replace(ranking, rrf_k=backend.settings.rrf_k)
@@ -203,6 +207,12 @@ def retrieve(backend: RetrievalBackend, request: SearchRequest) -> Retrieval:
         outcome = rerank(reranker, request, queries, hits[:_rerank_depth(request.limit)], degradation)
         if outcome.reordered is not None:
             hits[:len(outcome.reordered_from)] = outcome.reordered
+    if request.per_document is not None:
+        hits, left_out = _capped_per_document(hits, request.per_document, request.limit)
+        if left_out:
+            chunks = "1 more chunk of a document" if left_out == 1 else f"{left_out} more chunks of documents"
+            notes.append(f"{chunks} already listed left out (at most {request.per_document} per document; "
+                         "per_document: null lifts the cap, get_document reads one whole)")
     hits = hits[:request.limit]
     for rank, hit in enumerate(hits, 1):
         hit.rank = rank
@@ -221,6 +231,28 @@ SHARED_MODEL_NOTE = ("one model embeds both the text and the code space, so code
 RERANK_CANDIDATES = 30
 #: Candidates reranked at most; deeper rows (an evaluation's 200 chunks) follow in fused order.
 MAX_RERANKED = 50
+
+
+#: Rows fetched per result wanted when results are capped per document.
+PER_DOCUMENT_ROOM = 4
+
+
+def _capped_per_document(hits: list[RankedHit], per_document: int, limit: int) -> tuple[list[RankedHit], int]:
+    """The first ``limit`` hits in order with at most ``per_document`` of each document, and how many were
+    passed over on the way."""
+    seen: dict[UUID, int] = {}
+    kept: list[RankedHit] = []
+    passed_over = 0
+    for ranked in hits:
+        if len(kept) == limit:
+            break
+        document = ranked.hit.document_id
+        seen[document] = seen.get(document, 0) + 1
+        if seen[document] <= per_document:
+            kept.append(ranked)
+        else:
+            passed_over += 1
+    return kept, passed_over
 
 
 def _rerank_depth(limit: int) -> int:

@@ -34,6 +34,8 @@ Filters = Mapping[str, Mapping[str, Sequence[FacetValue] | str]]
 DEFAULT_MODE: SearchMode = "hybrid"
 DEFAULT_CODE_MODE: CodeMode = "on"
 DEFAULT_LIMIT = 10
+#: Chunks of one document a result list shows at most: one page should not fill an assistant's top 5.
+DEFAULT_PER_DOCUMENT = 2
 DEFAULT_VERSION_MATCH: VersionMatchMode = "permissive"
 #: Rows one search may return: ``quarry.hybrid_search`` refuses more.
 MAX_DEPTH = 1000
@@ -76,12 +78,17 @@ class SearchRequest:
     ranking: Ranking = field(default_factory=Ranking)
     #: Why reranking is off when ``rerank`` is False, as the response reports it.
     no_rerank_reason: str = NO_RERANK_REQUESTED
+    #: At most this many chunks of one document, the rest left out (None: every chunk, as callers that rank
+    #: documents themselves need).
+    per_document: int | None = DEFAULT_PER_DOCUMENT
 
     def __post_init__(self) -> None:
         if not self.queries or any(not query.strip() for query in self.queries):
             raise InvalidRequestError("a search needs at least one query with a non-space character")
         if not 1 <= self.limit <= MAX_DEPTH:
             raise InvalidRequestError(f"limit must be between 1 and {MAX_DEPTH}, got {self.limit}")
+        if self.per_document is not None and self.per_document < 1:
+            raise InvalidRequestError(f"per_document must be at least 1 (or null for no cap), got {self.per_document}")
 
     @property
     def distinct_queries(self) -> list[str]:

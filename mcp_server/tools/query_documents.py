@@ -36,7 +36,9 @@ class QueryDocumentsArgs(BaseModel):
 def run_query_documents(context: ToolContext, args: QueryDocumentsArgs) -> str:
     filters = args.filters.as_engine_filters() if args.filters is not None else None
     depth = min(MAX_RESULTS, max(RERANK_CANDIDATES, args.top_k * CHUNKS_PER_DOCUMENT_WANTED))
-    retrieval = retrieve(context.backend, SearchRequest((args.query_text,), limit=depth, filters=filters or None))
+    # every chunk: documents are ranked here, by their best chunk, with how many matched
+    retrieval = retrieve(context.backend, SearchRequest((args.query_text,), limit=depth, filters=filters or None,
+                                                        per_document=None))
     best: dict[str, dict[str, Any]] = {}
     matched: dict[str, int] = {}
     for row in (hit.as_row() for hit in retrieval.hits):  # best first: a document's first row is its best chunk

@@ -29,7 +29,7 @@ def run_advanced_search(context: ToolContext, args: AdvancedSearchArgs) -> str:
     fast = args.preset == "fast"
     request = SearchRequest(tuple(args.queries), args.mode, args.code_mode, args.limit, rerank=args.rerank and not fast,
                             rerank_instructions=args.rerank_instructions, filters=filters or None,
-                            version_match=args.version_match,
+                            version_match=args.version_match, per_document=args.per_document,
                             no_rerank_reason=FAST_NO_RERANK if fast else NO_RERANK_REQUESTED)
     return _execute(context, request, args.preset)
 
