@@ -29,7 +29,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
-from engine.corpus.facets import CONTENT_TYPES, FACET_KEYS, VERSION_FACETS
+from engine.corpus.facets import CONTENT_TYPES, FILTER_KEYS, VERSION_FACETS
 from engine.ingest.sources import Attribution, SourceKind
 from engine.retrieval.request import (
     DEFAULT_CODE_MODE,
@@ -55,6 +55,12 @@ _STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=Tr
 def _not_blank(text: str) -> str:
     if not text.strip():
         raise PydanticCustomError("blank", "must contain a non-space character")
+    return text
+
+
+def _dotted_name(text: str) -> str:
+    if any(not part or part != part.strip() or any(c.isspace() for c in part) for part in text.split(".")):
+        raise PydanticCustomError("symbol", "must be a dotted name such as Client.connect (no empty part, no spaces)")
     return text
 
 
@@ -119,6 +125,20 @@ class ValueRule(FacetRule[FacetText]):
     pass
 
 
+PathGlob = Annotated[str, StringConstraints(min_length=1, max_length=limits.MAX_FACET_VALUE_CHARS),
+                     AfterValidator(_not_blank)]
+SymbolName = Annotated[str, StringConstraints(min_length=1, max_length=limits.MAX_FACET_VALUE_CHARS),
+                       AfterValidator(_dotted_name)]
+
+
+class PathRule(FacetRule[PathGlob]):
+    pass
+
+
+class SymbolRule(FacetRule[SymbolName]):
+    pass
+
+
 class VersionRule(BaseModel):
     """A version facet rule: which languages / packages (any_of, none_of) and which versions (version_satisfies)."""
 
@@ -166,9 +186,15 @@ class Filters(BaseModel):
     content_type: ContentTypeRule | None = Field(default=None, description="Document format.")
     verified: FlagRule | None = Field(default=None, description="Whether an admin verified the source.")
     deprecated: FlagRule | None = Field(default=None, description="Whether the document or source is deprecated.")
+    path: PathRule | None = Field(default=None, description="Document path globs: * and ? within a directory, ** "
+                                  "across, no / for a file name anywhere, e.g. {\"any_of\": [\"src/**/*.py\"], "
+                                  "\"none_of\": [\"**/tests/**\"]}.")
+    symbol: SymbolRule | None = Field(default=None, description="Code symbols, matching whole dotted segments of a "
+                                      "chunk's symbol_path: Client.connect finds pkg.Client.connect and its nested "
+                                      "definitions.")
 
     def as_engine_filters(self) -> dict[str, dict[str, list[FacetValue] | str]]:
-        return {key: rule.as_rules() for key in FACET_KEYS if (rule := getattr(self, key)) is not None}
+        return {key: rule.as_rules() for key in FILTER_KEYS if (rule := getattr(self, key)) is not None}
 
 
 class SearchArgs(BaseModel):
@@ -354,7 +380,7 @@ def _problem(model: type[BaseModel], detail: ErrorDetails) -> Problem:
         rule = _UNSTORABLE_RULE
     elif kind == "finite_number":
         rule = "must be a finite number: NaN and Infinity are not accepted"
-    elif kind in ("blank", "empty_rule", "incompatible"):
+    elif kind in ("blank", "empty_rule", "incompatible", "symbol"):
         rule = detail["msg"]  # our own messages, which never include the input
     else:
         rule = f"is not valid ({kind})"
@@ -376,7 +402,7 @@ def _path(loc: tuple[int | str, ...], last: int | str | None = None) -> str:
 def _unknown_field_rule(model: type[BaseModel], loc: tuple[int | str, ...]) -> str:
     parent = loc[:-1]
     if parent and parent[-1] == "filters":
-        return f"is not a facet key; valid keys are {', '.join(FACET_KEYS)}"
+        return f"is not a filter key; valid keys are {', '.join(FILTER_KEYS)}"
     if len(parent) >= 2 and parent[-2] == "filters":
         rules = (*_RULE_FIELDS, "version_satisfies") if parent[-1] in VERSION_FACET_NAMES else _RULE_FIELDS
         return f"is not a facet rule; use {' and/or '.join(rules)}"
@@ -385,7 +411,7 @@ def _unknown_field_rule(model: type[BaseModel], loc: tuple[int | str, ...]) -> s
 
 def _check_filters_cover_every_facet() -> None:
     # The schema is how clients learn the keys; it must not drift from the engine's list.
-    if set(Filters.model_fields) != set(FACET_KEYS) or set(CONTENT_TYPES) != set(get_args(ContentType)):
+    if set(Filters.model_fields) != set(FILTER_KEYS) or set(CONTENT_TYPES) != set(get_args(ContentType)):
         raise AssertionError("mcp_server.schemas.Filters is out of step with engine.corpus.facets")
 
 

@@ -115,6 +115,7 @@ begin
         where (needs_scan or wanted && version_facets)
           and quarry.chunk_allowed(filters, d.content_type, d.language, d.package, d.deprecated or s.deprecated)
           and quarry.version_allows(resolved, d.id)
+          and quarry.document_location_allows(filters, d.id, d.path)
     ),
     keyed as (
         -- scanned: every wanted facet of every matching document

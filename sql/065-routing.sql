@@ -61,6 +61,7 @@ as $$
     join quarry.filtered_source_ids(filters) s on s.id = d.source_id
     where quarry.chunk_allowed(filters, d.content_type, d.language, d.package, d.deprecated or s.deprecated)
       and quarry.version_allows(quarry.resolve_version_filters(filters), d.id)
+      and quarry.document_location_allows(filters, d.id, d.path)
 $$;
 
 comment on function quarry.count_filtered_documents(jsonb) is
@@ -99,6 +100,7 @@ begin
           and c.search_vector @@ matcher
           and quarry.chunk_allowed(filters, c.content_type, c.language, c.package, c.deprecated or s.deprecated)
           and quarry.version_allows(resolved, c.document_id)
+          and quarry.chunk_location_allows(filters, c.document_id, c.symbol_path)
         limit bound + 1
     ),
     -- vector leg: the nearest `bound` chunks, kept when close enough to be about the query

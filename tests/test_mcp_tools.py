@@ -222,6 +222,13 @@ def test_advanced_search_fuses_queries_and_filters_inside_the_legs(mcp: McpSessi
     none = mcp.ok("advanced_search", {"queries": ["partial index"], "filters": {"verified": {"any_of": [True]}}})
     assert none["results"] == []
 
+    located = mcp.ok("advanced_search", {"queries": ["user id"], "mode": "fts",
+                                         "filters": {"path": {"any_of": ["src/**"]},
+                                                     "symbol": {"any_of": ["parse_user_id"]}}})
+    assert located["results"] and all(result["path"].startswith("src/") and
+                                      result["symbol_path"].endswith("parse_user_id")
+                                      for result in located["results"])
+
 
 def test_advanced_search_says_why_it_did_not_rerank(mcp: McpSession) -> None:
     skipped = mcp.ok("advanced_search", {"queries": ["backup"], "rerank": False, "mode": "fts"})
@@ -463,6 +470,11 @@ INVALID_CASES: list[tuple[str, str, dict[str, Any], str, str, str]] = [
     ("empty facet rule", "advanced_search", {"queries": ["x"], "filters": {"language": {}}}, "INVALID",
      "filters.language", "needs any_of"),
     ("unknown facet to list", "facets", {"facet": "colour"}, "INVALID", "facet", "must be one of"),
+    ("symbol with an empty segment", "advanced_search",
+     {"queries": ["x"], "filters": {"symbol": {"any_of": ["Client..connect"]}}}, "INVALID",
+     "filters.symbol.any_of[0]", "dotted name"),
+    ("blank path glob", "count", {"query_text": "x", "filters": {"path": {"any_of": [" "]}}}, "INVALID",
+     "filters.path.any_of[0]", "non-space"),
     ("malformed id", "get_chunk", {"chunk_id": "chunk-7"}, "INVALID", "chunk_id", "must be a UUID"),
     ("too many neighbours", "get_chunk", {"chunk_id": str(uuid.uuid4()), "before": 21}, "LIMIT", "before",
      "at most 20"),

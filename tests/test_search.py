@@ -63,8 +63,8 @@ def test_hybrid_fusion_matches_reciprocal_rank_fusion_of_the_legs(
     depth = 50
     fts = search(corpus, None, query, mode="fts", limit=depth, candidates=depth, per_document=None)
     vector = search(corpus, local_embedder, query, mode="vector", limit=depth, candidates=depth, per_document=None)
-    hybrid = search(corpus, local_embedder, query, mode="hybrid", limit=depth, candidates=depth, per_document=None, rrf_k=RRF_K,
-                    fusion="rrf", vector_weight=0.5, code_vector_weight=0.5)
+    hybrid = search(corpus, local_embedder, query, mode="hybrid", limit=depth, candidates=depth, per_document=None,
+                    rrf_k=RRF_K, fusion="rrf", vector_weight=0.5, code_vector_weight=0.5)
 
     evidence: dict[str, dict[UUID, float]] = {"fts": {}, "vector": {}}
     for name, leg in (("fts", fts), ("vector", vector)):
@@ -259,3 +259,44 @@ def test_a_page_fills_at_most_two_places_unless_asked(pool: ConnectionPool, loca
     assert [hit.path for hit in every].count("docs/vacuum.md") >= 4
     one = search(pool, local_embedder, "tuning autovacuum to reclaim dead tuples", limit=5, per_document=1)
     assert len({hit.document_id for hit in one}) == len(one) == 3
+
+
+@pytest.mark.parametrize(("glob", "matching", "not_matching"), [
+    ("docs/**", ["docs/indexes.md", "docs/a/b.md"], ["src/docs/x.md", "docs"]),
+    ("*.py", ["src/users.py", "users.py", "a/b/c.py"], ["src/users.pyi", "src/users.py/x"]),
+    ("src/*.py", ["src/users.py"], ["src/a/users.py", "lib/src/users.py"]),
+    ("**/tests/**", ["tests/test_a.py", "pkg/tests/a/b.py"], ["pkg/tests.py", "tests"]),
+    ("a+b(1).md", ["a+b(1).md", "x/a+b(1).md"], ["aab1.md"]),
+    ("test_?.py", ["t/test_a.py"], ["t/test_ab.py"]),
+])
+def test_path_globs_match_as_gitignore_does(pool: ConnectionPool, glob: str, matching: list[str],
+                                            not_matching: list[str]) -> None:
+    with pool.connection() as conn:
+        for path in matching + not_matching:
+            row = conn.execute("select %s ~ quarry.glob_regex(%s)", (path, glob)).fetchone()
+            assert row is not None and row[0] is (path in matching), (glob, path)
+
+
+def test_path_and_symbol_filters_apply_inside_each_leg(corpus: ConnectionPool, local_embedder: Embedder) -> None:
+    query = "parse a user id, or restore from an archive"
+    docs = search(corpus, local_embedder, query, limit=20, per_document=None, filters={"path": {"any_of": ["docs/**"]}})
+    assert docs and {hit.path for hit in docs} <= {"docs/indexes.md", "docs/backup.md"}
+    code = search(corpus, local_embedder, query, limit=20, filters={"path": {"any_of": ["*.py"]}})
+    assert code and {hit.path for hit in code} == {"src/users.py"}
+    no_docs = search(corpus, None, query, mode="fts", limit=20, per_document=None,
+                     filters={"path": {"none_of": ["docs/**"]}})
+    assert no_docs and not any(hit.path.startswith("docs/") for hit in no_docs)
+
+    store = search(corpus, local_embedder, "load a user", limit=20, per_document=None,
+                   filters={"symbol": {"any_of": ["UserStore"]}})
+    assert {hit.symbol_path for hit in store} <= {"src.users.UserStore", "src.users.UserStore.load"} and store
+    exact = search(corpus, None, "user id", mode="fts", limit=20, filters={"symbol": {"any_of": ["parse_user_id"]}})
+    assert [hit.symbol_path for hit in exact] == ["src.users.parse_user_id"]
+    assert search(corpus, None, "user id", mode="fts", filters={"symbol": {"any_of": ["UserStor"]}}) == []
+    with corpus.connection() as conn:
+        counted = conn.execute("select quarry.count_filtered_documents(%s::jsonb)",
+                               ('{"path": {"any_of": ["docs/**"]}, "source_slug": {"any_of": ["sample"]}}',)
+                               ).fetchone()
+        with_symbol = conn.execute("select quarry.count_filtered_documents(%s::jsonb)",
+                                   ('{"symbol": {"any_of": ["UserStore.load"]}}',)).fetchone()
+    assert counted == (2,) and with_symbol == (1,)

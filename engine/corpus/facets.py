@@ -32,6 +32,10 @@ OPEN_FACETS: tuple[str, ...] = ("source_slug", "language", "package")
 #: also carry ``version_satisfies`` (a node-semver range).
 VERSION_FACETS: tuple[str, ...] = ("language_target", "sdk_dependency")
 FACET_KEYS: tuple[str, ...] = (*OPEN_FACETS, *VERSION_FACETS, *FIXED_FACETS)
+#: Filters over where a chunk is, by pattern rather than value: ``path`` globs (``src/**/*.py``) and ``symbol``
+#: names (``Client.connect``, matching whole dotted segments of a chunk's symbol_path). No value counts.
+LOCATION_FILTERS: tuple[str, ...] = ("path", "symbol")
+FILTER_KEYS: tuple[str, ...] = (*FACET_KEYS, *LOCATION_FILTERS)
 BOOLEAN_FACETS: frozenset[str] = frozenset({"verified", "deprecated"})
 
 
