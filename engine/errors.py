@@ -3,6 +3,7 @@
     QuarryError                 base; ``code`` is the stable error-envelope code
     ├── InvalidRequestError     INVALID: the caller sent something wrong
     ├── NotFoundError           NOT_FOUND: the named thing does not exist
+    ├── LimitError              LIMIT: the request is valid but costs more than a bound allows
     ├── BusyError               BUSY: the work is already being done elsewhere
     └── UnavailableError        UNAVAILABLE: a dependency (database, provider) is down
         └── ProviderError       a model provider call failed; ``reason`` is short and client-safe
@@ -37,6 +38,10 @@ class InvalidRequestError(QuarryError):
 
 class NotFoundError(QuarryError):
     code = "NOT_FOUND"
+
+
+class LimitError(QuarryError):
+    code = "LIMIT"
 
 
 class BusyError(QuarryError):

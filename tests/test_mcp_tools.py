@@ -102,7 +102,7 @@ def _is_uuid(text: Any) -> bool:
 
 def test_lists_every_tool_with_a_closed_schema_and_llm_guidance(mcp: McpSession) -> None:
     tools = {tool.name: tool for tool in mcp.list_tools()}
-    assert set(tools) == {"search", "advanced_search", "facets", "get_document", "get_chunk",
+    assert set(tools) == {"search", "advanced_search", "grep", "facets", "get_document", "get_chunk",
                           "read_document_bytes", "list_sources", "status", "count", "query_documents",
                           "generate_urls", "route_sources", "suggest_query_params", "guided_query", "jobs",
                           "neighbors", "vector_add", "vector_search", "vector_delete", "vector_count"}
@@ -115,9 +115,25 @@ def test_lists_every_tool_with_a_closed_schema_and_llm_guidance(mcp: McpSession)
     assert tools["search"].input_schema["properties"]["limit"]["maximum"] == 50
     filters = tools["advanced_search"].input_schema["$defs"]["Filters"]
     assert set(filters["properties"]) == {"source_slug", "language", "package", "language_target", "sdk_dependency",
-                                          "kind", "attribution", "content_type", "verified", "deprecated"}
+                                          "kind", "attribution", "content_type", "verified", "deprecated",
+                                          "path", "symbol"}
     instructions = mcp.client.instructions or ""
     assert "facets" in instructions and "degraded" in instructions and "RATE_LIMITED" in instructions
+
+
+def test_grep_finds_exact_text_with_its_line_and_span(mcp: McpSession) -> None:
+    body = mcp.ok("grep", {"pattern": "parse_user_id", "filters": {"path": {"any_of": ["src/**"]}}})
+    assert body["matches"] and body["truncated"] is False
+    for match in body["matches"]:
+        assert match["path"].startswith("src/") and isinstance(match["line"], int)
+        assert match["text"][match["match"]["start"]:match["match"]["end"]] == "parse_user_id"
+    first = mcp.ok("grep", {"pattern": "index", "case_sensitive": False, "limit": 1})
+    second = mcp.ok("grep", {"pattern": "index", "case_sensitive": False, "limit": 1, "cursor": first["next_cursor"]})
+    assert (second["matches"][0]["path"], second["matches"][0]["line"]) > (first["matches"][0]["path"],
+                                                                          first["matches"][0]["line"])
+    malformed = mcp.call("grep", {"pattern": "(", "regex": True})
+    assert malformed.error["code"] == "INVALID" and "regular expression" in malformed.error["message"]
+    assert mcp.call("grep", {"pattern": "x" * 1001}).error["code"] == "LIMIT"
 
 
 def test_an_unknown_tool_is_not_found(mcp: McpSession) -> None:

@@ -58,6 +58,7 @@ def all_tools() -> list[ToolSpec[Any]]:
     from mcp_server.tools.count import COUNT
     from mcp_server.tools.documents import GET_CHUNK, GET_DOCUMENT, READ_DOCUMENT_BYTES
     from mcp_server.tools.facets import FACETS
+    from mcp_server.tools.grep import GREP
     from mcp_server.tools.guided import GUIDED_QUERY
     from mcp_server.tools.jobs import JOBS
     from mcp_server.tools.query_documents import QUERY_DOCUMENTS
@@ -69,6 +70,6 @@ def all_tools() -> list[ToolSpec[Any]]:
     from mcp_server.tools.urls import GENERATE_URLS
     from mcp_server.tools.vectors import VECTOR_ADD, VECTOR_COUNT, VECTOR_DELETE, VECTOR_SEARCH
 
-    return [SEARCH, ADVANCED_SEARCH, FACETS, GET_DOCUMENT, GET_CHUNK, READ_DOCUMENT_BYTES, LIST_SOURCES, STATUS,
+    return [SEARCH, ADVANCED_SEARCH, GREP, FACETS, GET_DOCUMENT, GET_CHUNK, READ_DOCUMENT_BYTES, LIST_SOURCES, STATUS,
             COUNT, QUERY_DOCUMENTS, GENERATE_URLS, ROUTE_SOURCES, SUGGEST_QUERY_PARAMS, GUIDED_QUERY, JOBS,
             NEIGHBORS, VECTOR_ADD, VECTOR_SEARCH, VECTOR_DELETE, VECTOR_COUNT]
