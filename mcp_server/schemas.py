@@ -416,3 +416,31 @@ def _check_filters_cover_every_facet() -> None:
 
 
 _check_filters_cover_every_facet()
+
+
+def published_schema(arguments: type[BaseModel]) -> dict[str, Any]:
+    """A tool's input schema as clients are shown it, without what costs context and says nothing: titles
+    (the property names say them) and the ``null`` alternative of optional arguments (leave them out)."""
+    return _compact(arguments.model_json_schema())  # type: ignore[no-any-return]
+
+
+def _compact(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_compact(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    compacted: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key in ("properties", "$defs"):
+            compacted[key] = {name: _compact(schema) for name, schema in value.items()}
+        else:
+            compacted[key] = _compact(value)
+    alternatives = compacted.get("anyOf")
+    if ("default" in compacted and compacted["default"] is None and isinstance(alternatives, list)
+            and len(alternatives) == 2 and {"type": "null"} in alternatives):
+        (kept,) = [alternative for alternative in alternatives if alternative != {"type": "null"}]
+        del compacted["anyOf"], compacted["default"]
+        compacted = {**kept, **compacted}  # JSON Schema 2020-12: $ref may have siblings
+    return compacted

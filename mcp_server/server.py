@@ -32,7 +32,7 @@ from mcp_server.backend import Backend, on_pool, replicas_of
 from mcp_server.envelope import ToolFailure, classify, failure, success
 from mcp_server.flow_gate import FlowGate
 from mcp_server.ratelimit import RateLimiter
-from mcp_server.schemas import parse_arguments
+from mcp_server.schemas import parse_arguments, published_schema
 from mcp_server.tools import ToolContext, ToolSpec, all_tools
 
 logger = logging.getLogger("quarry.mcp")
@@ -95,7 +95,7 @@ def build_server(backend: Backend, *, limiter: RateLimiter | None = None,
     replicas = replicas_of(backend)
     catalogue = [
         types.Tool(name=spec.name, title=spec.title, description=spec.description,
-                   input_schema=spec.arguments.model_json_schema(),
+                   input_schema=published_schema(spec.arguments),
                    annotations=_READ_ONLY if spec.read_only else _CHANGES_STATE)
         for spec in specs.values()
     ]

@@ -119,6 +119,9 @@ def test_lists_every_tool_with_a_closed_schema_and_llm_guidance(mcp: McpSession)
                                           "path", "symbol"}
     instructions = mcp.client.instructions or ""
     assert "facets" in instructions and "degraded" in instructions and "RATE_LIMITED" in instructions
+    # every client pays the catalogue in context: no titles, no null alternative of an argument left out by default
+    for tool in tools.values():
+        assert not list(_wasted_schema_parts(tool.input_schema)), tool.name
 
 
 def test_grep_finds_exact_text_with_its_line_and_span(mcp: McpSession) -> None:
@@ -134,6 +137,21 @@ def test_grep_finds_exact_text_with_its_line_and_span(mcp: McpSession) -> None:
     malformed = mcp.call("grep", {"pattern": "(", "regex": True})
     assert malformed.error["code"] == "INVALID" and "regular expression" in malformed.error["message"]
     assert mcp.call("grep", {"pattern": "x" * 1001}).error["code"] == "LIMIT"
+
+
+def _wasted_schema_parts(node: Any, where: str = "") -> Iterator[str]:
+    if isinstance(node, list):
+        for index, item in enumerate(node):
+            yield from _wasted_schema_parts(item, f"{where}[{index}]")
+    elif isinstance(node, dict):
+        if isinstance(node.get("title"), str):
+            yield f"{where}.title"
+        if "default" in node and node["default"] is None and {"type": "null"} in node.get("anyOf", []):
+            yield f"{where}: null alternative"
+        for key, value in node.items():
+            children = value.items() if key in ("properties", "$defs") else [(key, value)]
+            for name, child in children:
+                yield from _wasted_schema_parts(child, f"{where}.{name}")
 
 
 def test_an_unknown_tool_is_not_found(mcp: McpSession) -> None:
