@@ -124,3 +124,5 @@ def _cut(item: dict[str, Any], cap: int) -> None:
     while keep > 0 and wire_size(to_json(content[:keep])) > cap:
         keep = int(keep * 0.9)
     item["content"] = content[:keep]
+    if "highlights" in item:  # spans past the cut would point at nothing
+        item["highlights"] = [span for span in item["highlights"] if span["end"] <= keep]

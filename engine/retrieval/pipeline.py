@@ -28,6 +28,7 @@ from engine.embed.base import CODE_SPACE, TEXT_SPACE, Embedder, Vectors
 from engine.errors import InvalidRequestError, UnavailableError, new_error_id
 from engine.rerank.base import Reranker
 from engine.retrieval.degradation import Degradation, embed_queries, leg_of
+from engine.retrieval.highlights import Highlighter, Highlights, query_lexemes
 from engine.retrieval.hits import SearchHit, search_hits
 from engine.retrieval.request import MAX_DEPTH, CodeMode, Filters, SearchMode, SearchRequest, filters_json
 from engine.retrieval.reranking import NO_RERANKER, RerankOutcome, rerank
@@ -66,6 +67,8 @@ class RankedHit:
     rerank_score: float | None = None
     #: Its rank before reranking, when reranked.
     fused_rank: int | None = None
+    #: Where its content holds the query's terms (None: the keyword leg did not run).
+    highlights: Highlights | None = None
 
     def as_row(self) -> dict[str, Any]:
         """The result row every surface returns (MCP ``search``, ``quarry search --json``)."""
@@ -98,6 +101,9 @@ class RankedHit:
         if self.reranked:
             row["rerank_score"] = self.rerank_score
             row["fused_rank"] = self.fused_rank
+        if self.highlights is not None:
+            row["highlights"] = [{"start": start, "end": end} for start, end in self.highlights.spans]
+            row["snippet"] = self.highlights.snippet
         row["content"] = hit.content
         return row
 
@@ -216,6 +222,10 @@ def retrieve(backend: RetrievalBackend, request: SearchRequest) -> Retrieval:
     hits = hits[:request.limit]
     for rank, hit in enumerate(hits, 1):
         hit.rank = rank
+    if mode != "vector" and hits:
+        highlighter = Highlighter(query_lexemes(backend.pool, queries))
+        for hit in hits:
+            hit.highlights = highlighter.highlight(hit.hit.content)
     failed = {failure.leg for failure in page.failed_legs} | set(page.redundant_legs)
     spaces = [space for space, vectors in ((TEXT_SPACE, text_vectors), (CODE_SPACE, code_vectors))
               if vectors is not None and leg_of(space) not in failed]

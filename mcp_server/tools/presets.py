@@ -20,7 +20,8 @@ Preset = Literal["fast", "detailed", "full"]
 FAST_CONTENT_CHARS = 500
 FAST_NO_RERANK = "preset='fast' skips reranking"
 _FAST_FIELDS = ("rank", "chunk_id", "document_id", "title", "path", "url", "heading_path", "symbol_path",
-                "start_line", "end_line", "source", "confidence", "trust_score", "version_match", "content")
+                "start_line", "end_line", "source", "confidence", "trust_score", "version_match", "highlights",
+                "snippet", "content")
 NEIGHBOUR_SPAN = 1
 
 
@@ -32,6 +33,8 @@ def shape_results(context: ToolContext, preset: Preset, results: list[dict[str, 
             content: str = light["content"]
             if len(content) > FAST_CONTENT_CHARS:
                 light["content"] = content[:FAST_CONTENT_CHARS]
+                if "highlights" in row:
+                    light["highlights"] = [span for span in row["highlights"] if span["end"] <= FAST_CONTENT_CHARS]
                 light["truncated"] = True
                 light["omitted_chars"] = len(content) - FAST_CONTENT_CHARS
             row.clear()

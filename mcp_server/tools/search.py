@@ -74,7 +74,8 @@ SEARCH = ToolSpec(
         "'exclusive' searches only code, 'off' only the general space. Returns up to `limit` (1-50) chunks, "
         "best first, each with chunk_id and document_id, content, source, path, title, url, heading_path or "
         "symbol_path, line span, confidence (0-1: rerank score when reranked, else calibrated retrieval "
-        "strength), trust_score with confidence_factors, and per-leg ranks. For several phrasings, filters "
+        "strength), trust_score with confidence_factors, per-leg ranks, and highlights ({start, end} spans of the "
+        "query's terms in content) with a snippet around them. For several phrasings, filters "
         "(source, language, package, version) or rerank instructions use advanced_search. To read around a "
         "result use get_chunk (neighbours) or get_document."
     ),
