@@ -126,3 +126,97 @@ def test_embedding_input_gives_docs_their_headings_and_code_its_own_text() -> No
     code = parse_document("src/users.py", FILES["src/users.py"].encode())
     function = next(i for i, c in enumerate(code.chunks) if c.symbol_path == "src.users.parse_user_id")
     assert embedding_input(code, function) == code.chunks[function].content  # no module path words
+
+
+_MIXED_TEXT_FILES: dict[str, tuple[str, str, str | None]] = {  # path -> (content, content_type, language)
+    "README.md": ("# Shop\n\nA small service.\n", "markdown", None),
+    "sql/001-schema.sql": ("-- Orders.\ncreate table shop.orders (id bigint primary key);\n"
+                           "create function shop.total() returns bigint language sql as $$ select 1; $$;\n",
+                           "code", "sql"),
+    "compose.yaml": ("services:\n  db:\n    image: postgres:17\n", "text", None),
+    "pyproject.toml": ('[project]\nname = "shop"\n', "text", None),
+    "web/tsconfig.json": ('{\n  "compilerOptions": {\n    "strict": true\n  }\n}\n', "text", None),
+    "setup.cfg": ("[metadata]\nname = shop\n", "text", None),
+    "scripts/deploy.sh": ("deploy() {\n  echo deploying\n}\n", "code", "shell"),
+    "bin/run": ("#!/usr/bin/env bash\nexec python -m shop \"$@\"\n", "code", "shell"),
+    "Dockerfile": ("FROM python:3.12-slim AS app\nRUN pip install shop\n", "code", "dockerfile"),
+    "Makefile": ("test:\n\tpytest -q\n", "code", "makefile"),
+    "data/prices.csv": ("sku,price\nA1,9.99\n", "text", None),
+    "LICENSE": ("MIT License\n\nPermission is hereby granted.\n", "text", None),
+}
+
+
+def _write_mixed_repository(root: Path) -> None:
+    for path, (content, _, _) in _MIXED_TEXT_FILES.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(content)
+    (root / "blob.bin").write_bytes(b"\x00\x01\x02 header\x00")
+    (root / "docs").mkdir()
+    (root / "docs/logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+    (root / "bin/compiled").write_bytes(b"\x7fELF\x02\x01\x01\x00\x00")  # extensionless, binary
+    (root / "notes.txt").write_bytes(b"caf\xe9 au lait\n")  # Latin-1: not UTF-8
+    (root / "dump.sql").write_text("select 1;\n" * 2_000)  # over the size limit below
+    (root / ".gitignore").write_text("*.log\n")
+    (root / "debug.log").write_text("noise\n")
+    (root / "node_modules/left-pad").mkdir(parents=True)
+    (root / "node_modules/left-pad/index.js").write_text("module.exports = 1\n")
+
+
+def test_every_file_of_a_repository_is_ingested_or_skipped_with_a_reason(
+    pool: ConnectionPool, local_embedder: Embedder, tmp_path: Path
+) -> None:
+    _write_mixed_repository(tmp_path)
+    ingestor = Ingestor(pool, {"text": local_embedder}, max_file_bytes=10_000)
+
+    summary = ingestor.ingest(tmp_path, SOURCE)
+
+    with pool.connection() as conn:
+        documents = {path: (content_type, language) for path, content_type, language in conn.execute(
+            "select path, content_type, language from quarry.documents")}
+        code_flags = dict(conn.execute(
+            "select d.path, bool_and(c.is_code) from quarry.chunks c join quarry.documents d on d.id = c.document_id"
+            " group by d.path").fetchall())
+    skipped = dict(summary.skipped)
+    failed = dict(summary.failed)
+    assert all(reason for reason in [*skipped.values(), *failed.values()])
+    for file in (path for path in tmp_path.rglob("*") if path.is_file()):
+        relative = file.relative_to(tmp_path).as_posix()
+        in_skipped_folder = any(entry.endswith("/") and relative.startswith(entry) for entry in skipped)
+        assert relative in documents or relative in skipped or relative in failed or in_skipped_folder, relative
+    for path, (_, content_type, language) in _MIXED_TEXT_FILES.items():
+        assert documents[path] == (content_type, language), path
+        assert code_flags[path] is (content_type == "code"), path
+    assert skipped["blob.bin"] == "unsupported file type (.bin)"
+    assert skipped["docs/logo.png"] == "unsupported file type (.png)"
+    assert skipped["bin/compiled"] == "binary content"
+    assert skipped["dump.sql"].startswith("oversized")
+    assert skipped["debug.log"] == "ignored by .gitignore"
+    assert skipped["node_modules/"].startswith("excluded folder")
+    assert failed["notes.txt"].startswith("not valid UTF-8")
+    assert summary.added == len(documents) == len(_MIXED_TEXT_FILES) + 1  # and the .gitignore, as text
+
+
+def test_a_single_file_ingests_as_a_source_holding_only_that_file(
+    ingestor: Ingestor, pool: ConnectionPool, tmp_path: Path
+) -> None:
+    root = write_corpus(tmp_path)
+    guide = root / "docs/indexes.md"
+
+    summary = ingestor.ingest(guide, SOURCE)
+
+    assert (summary.added, summary.skipped, summary.failed) == (1, [], [])
+    with pool.connection() as conn:
+        rows = conn.execute("select path, url, raw from quarry.documents").fetchall()
+        source_root = conn.execute("select root_path from quarry.sources where slug = 'sample'").fetchone()
+    assert [(path, url) for path, url, _ in rows] == [("indexes.md", "https://example.test/indexes")]
+    assert bytes(rows[0][2]) == guide.read_bytes()
+    assert source_root == (str(guide),)
+    again = ingestor.ingest(guide, SOURCE)
+    assert (again.added, again.unchanged, again.deleted) == (0, 1, 0)
+
+    image = root / "logo.png"
+    image.write_bytes(b"\x89PNG\r\n\x1a\n")
+    unsupported = ingestor.ingest(image, SOURCE)  # the same accounting: skipped, and the source now holds nothing
+    assert unsupported.skipped == [("logo.png", "unsupported file type (.png)")] and unsupported.deleted == 1
+    with pytest.raises(NotADirectoryError, match="not a directory"):
+        ingestor.ingest(root / "missing.md", SOURCE)

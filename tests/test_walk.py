@@ -7,7 +7,7 @@ from engine.ingest.walk import FoundFile, SkippedFile, walk_tree
 
 
 def _supported(path: str) -> bool:
-    return path.endswith((".md", ".py", ".txt"))
+    return path.endswith((".md", ".py", ".txt", ".gitignore", ".quarryignore"))
 
 
 def _walk(root: Path, max_file_bytes: int = 10_000) -> tuple[list[str], dict[str, str]]:
@@ -37,12 +37,72 @@ def test_gitignore_at_every_level_and_default_excludes(tmp_path: Path) -> None:
     (sub / "mod.py").write_text("x = 1\n")
     (sub / "keep.txt").write_text("kept\n")
     (tmp_path / "other.py").write_text("generated = 1\n")  # same name elsewhere is not ignored
-    (tmp_path / "image.png").write_bytes(b"\x89PNG")  # unsupported: silently not a candidate
+    (tmp_path / "image.png").write_bytes(b"\x89PNG")  # unsupported: not a candidate, but counted
 
     found, skipped = _walk(tmp_path)
 
-    assert found == ["a.md", "other.py", "pkg/keep.txt", "pkg/mod.py"]
-    assert skipped == {}
+    assert found == [".gitignore", "a.md", "other.py", "pkg/.gitignore", "pkg/keep.txt", "pkg/mod.py"]
+    # every file left out is accounted for; a folder left out whole is one entry
+    assert skipped == {
+        "debug.log.md": "ignored by .gitignore",
+        "secret/": "ignored by .gitignore",
+        "node_modules/": "excluded folder (build output, dependencies or tool cache)",
+        "pkg/generated.py": "ignored by pkg/.gitignore",
+        "image.png": "unsupported file type (.png)",
+    }
+
+
+def test_quarryignore_leaves_out_what_git_tracks(tmp_path: Path) -> None:
+    (tmp_path / ".quarryignore").write_text("fixtures/\n*.draft.md\n")
+    (tmp_path / "a.md").write_text("# A\n")
+    (tmp_path / "notes.draft.md").write_text("# not yet\n")
+    (tmp_path / "fixtures").mkdir()
+    (tmp_path / "fixtures" / "big.md").write_text("# data\n")
+
+    found, skipped = _walk(tmp_path)
+
+    assert found == [".quarryignore", "a.md"]
+    assert skipped == {"fixtures/": "ignored by .quarryignore", "notes.draft.md": "ignored by .quarryignore"}
+
+
+def test_generated_files_are_skipped_with_a_reason(tmp_path: Path) -> None:
+    for name in ("app.min.js", "package-lock.json", "pnpm-lock.yaml", "poetry.lock", "app.js.map"):
+        (tmp_path / name).write_text("{}\n")
+
+    _, skipped = _walk(tmp_path)
+
+    assert set(skipped) == {"app.min.js", "package-lock.json", "pnpm-lock.yaml", "poetry.lock", "app.js.map"}
+    assert set(skipped.values()) == {"generated file (lock file, minified bundle or compiled output)"}
+
+
+def test_a_single_file_is_a_tree_holding_only_itself(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / ".gitignore").write_text("*.md\n")  # named on purpose: no ignore rule applies
+    (tmp_path / "docs" / "guide.md").write_text("# Guide\n")
+    (tmp_path / "docs" / "other.md").write_text("# Other\n")
+    (tmp_path / "photo.png").write_bytes(b"\x89PNG")
+
+    assert _walk(tmp_path / "docs" / "guide.md") == (["guide.md"], {})
+    assert _walk(tmp_path / "photo.png") == ([], {"photo.png": "unsupported file type (.png)"})
+    assert _walk(tmp_path / "docs" / "guide.md", max_file_bytes=3)[1]["guide.md"].startswith("oversized")
+
+
+def test_incremental_walks_report_named_files_inside_left_out_folders(tmp_path: Path) -> None:
+    (tmp_path / ".gitignore").write_text("out/\n")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "report.md").write_text("# generated\n")
+    (tmp_path / "node_modules").mkdir()
+    (tmp_path / "node_modules" / "readme.md").write_text("# dependency\n")
+    (tmp_path / "a.md").write_text("# A\n")
+
+    only = {"a.md", "out/report.md", "node_modules/readme.md"}
+    items = list(walk_tree(tmp_path, is_supported=_supported, max_file_bytes=100, only=only))
+
+    assert [item.relative_path for item in items if isinstance(item, FoundFile)] == ["a.md"]
+    assert {item.relative_path: item.reason for item in items if isinstance(item, SkippedFile)} == {
+        "node_modules/readme.md": "excluded folder (build output, dependencies or tool cache)",
+        "out/report.md": "ignored by .gitignore",
+    }
 
 
 def test_binary_oversized_and_symlinks_are_skipped_with_reasons(tmp_path: Path) -> None:

@@ -14,11 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from engine.errors import InvalidRequestError
+from engine.ingest.walk import IGNORE_FILES
 
 __all__ = ["ChangeSet", "changed_since"]
-
-_IGNORE_FILE = ".gitignore"
-
 
 @dataclass(frozen=True, slots=True)
 class ChangeSet:
@@ -40,8 +38,8 @@ class ChangeSet:
 
     @property
     def touches_ignore_rules(self) -> bool:
-        """True when a ``.gitignore`` changed: files git did not report may now be ignored or admitted."""
-        return any(PurePosixPath(path).name == _IGNORE_FILE for path in self.paths)
+        """True when ignore rules changed: files git did not report may now be ignored or admitted."""
+        return any(PurePosixPath(path).name in IGNORE_FILES for path in self.paths)
 
 
 def changed_since(root: Path, rev: str) -> ChangeSet:

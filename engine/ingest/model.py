@@ -49,6 +49,7 @@ class ParsedDocument:
     chunks: list[Chunk] = field(default_factory=list)
 
 #: Bump when parsing, chunking, what a chunk is embedded as, or what ingestion extracts
-#: (version constraints: 3; links and imports: 4; unfenced code in Markdown: 5) changes, so
-#: unchanged files are re-read once (and re-embedded only where their embedding input changed).
-PARSER_VERSION = 5
+#: (version constraints: 3; links and imports: 4; unfenced code in Markdown: 5; SQL, shell,
+#: Dockerfile, Makefile, config and CSV parsers: 6) changes, so unchanged files are re-read
+#: once (and re-embedded only where their embedding input changed).
+PARSER_VERSION = 6

@@ -1,4 +1,4 @@
-"""``quarry ingest``: bring one source in Postgres in line with a directory tree.
+"""``quarry ingest``: bring one source in Postgres in line with a directory tree (or a single file).
 
 Incremental by construction: an unchanged file costs a hash comparison; a changed
 file is re-parsed and replaced atomically (old rows deleted and new ones written in
@@ -85,7 +85,7 @@ def _restore_quietly(indexes: DeferredIndexes) -> None:
 
 
 class Ingestor:
-    """Ingests directory trees into sources, embedding every chunk in each given space."""
+    """Ingests directory trees (or single files) into sources, embedding every chunk in each given space."""
 
     def __init__(
         self, pool: ConnectionPool, embedders: Mapping[str, Embedder], *, max_file_bytes: int
@@ -105,8 +105,9 @@ class Ingestor:
         changed: ChangeSet | None = None,
         job: JobRun | None = None,
     ) -> IngestSummary:
-        """Bring ``source`` in line with the tree at ``root``.
+        """Bring ``source`` in line with the tree at ``root``, or with the one file ``root`` names.
 
+        A file is ingested as a tree holding only itself: its document's path is its name.
         With ``changed`` (from ``changed_since``) only the paths git reported are read
         or deleted; without it every file is compared with its stored hash.
         The run is recorded as a job (``engine.admin.jobs``), or runs as ``job`` when given.
@@ -118,8 +119,8 @@ class Ingestor:
             if changed.touches_ignore_rules:
                 changed = None  # new ignore rules can drop or admit files git did not report
         root = root.resolve()
-        if not root.is_dir():
-            raise NotADirectoryError(f"not a directory: {root}")
+        if not root.is_dir() and not root.is_file():
+            raise NotADirectoryError(f"not a directory nor a file: {root}")
         with self._pool.connection() as lock_conn:
             source_id, base_url, url_template = self._upsert_source(lock_conn, source, root)
             self._lock_source(lock_conn, source_id, source.slug, wait_for_lock)

@@ -140,9 +140,12 @@ class _SymbolWalker:
             self.regions.append(_Region(cursor, scope_end, path))
 
 
-def parse_code(relative_path: str, raw: bytes) -> ParsedDocument:
-    """Parse a source file in one of ``CODE_EXTENSIONS``; raises ``ParseError`` if not UTF-8."""
-    spec = LANGUAGE_BY_EXTENSION.get(PurePosixPath(relative_path).suffix.lower())
+def parse_code(relative_path: str, raw: bytes, *, spec: LanguageSpec | None = None) -> ParsedDocument:
+    """Parse a source file in one of ``CODE_EXTENSIONS``; raises ``ParseError`` if not UTF-8.
+
+    ``spec`` names the language of a file whose extension does not (a ``#!`` script).
+    """
+    spec = spec or LANGUAGE_BY_EXTENSION.get(PurePosixPath(relative_path).suffix.lower())
     if spec is None:
         raise ValueError(f"no grammar for {relative_path!r}; expected one of {CODE_EXTENSIONS}")
     source = SourceText(raw)

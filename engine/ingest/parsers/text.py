@@ -1,4 +1,4 @@
-"""Plain text (``.txt``, README, LICENSE, any file without a parser) -> paragraph chunks.
+"""Plain text (``.txt``, README, LICENSE, extensionless files that are not scripts) -> paragraph chunks.
 
 Paragraphs are the runs of lines between blank lines; the packer merges them into
 chunks up to the token bound. Plain text has no headings, so heading paths are empty.
