@@ -44,6 +44,7 @@ from engine.retrieval.request import (
 from engine.retrieval.request import SearchMode as Mode
 from mcp_server import limits
 from mcp_server.envelope import ErrorCode, Problem, ToolFailure
+from mcp_server.token_budget import MAX_TOKENS, MIN_TOKENS
 
 ContentType = Literal["markdown", "rst", "html", "text", "code"]
 FacetKey = Literal["source_slug", "language", "package", "language_target", "sdk_dependency", "kind",
@@ -197,6 +198,10 @@ class Filters(BaseModel):
         return {key: rule.as_rules() for key in FILTER_KEYS if (rule := getattr(self, key)) is not None}
 
 
+MAX_TOKENS_DESCRIPTION = ("Token budget for the whole response (estimated at 4 characters per token): results are "
+                          "kept best first while they fit; token_budget says what was used and left out.")
+
+
 class SearchArgs(BaseModel):
     model_config = _STRICT
 
@@ -209,6 +214,7 @@ class SearchArgs(BaseModel):
                                 description="on: also fuse code-embedding results; off: general embeddings only; "
                                 "exclusive: code embeddings only. Must stay 'on' with mode='fts'.")
     limit: int = Field(default=DEFAULT_LIMIT, ge=1, le=limits.MAX_RESULTS, description="Results to return.")
+    max_tokens: int | None = Field(default=None, ge=MIN_TOKENS, le=MAX_TOKENS, description=MAX_TOKENS_DESCRIPTION)
 
     @field_validator("code_mode")
     @classmethod
@@ -239,6 +245,7 @@ class AdvancedSearchArgs(BaseModel):
         "neighbouring chunks.")
     per_document: int | None = Field(default=DEFAULT_PER_DOCUMENT, ge=1, le=limits.MAX_RESULTS,
                                      description="Chunks of one document returned at most; null for no cap.")
+    max_tokens: int | None = Field(default=None, ge=MIN_TOKENS, le=MAX_TOKENS, description=MAX_TOKENS_DESCRIPTION)
 
     @field_validator("code_mode")
     @classmethod

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -439,6 +440,27 @@ def test_search_results_are_truncated_to_the_response_bound(mcp: McpSession) -> 
     cut = [result for result in body["results"] if result.get("truncated")]
     assert cut and all(result["omitted_chars"] > 0 for result in cut)
     assert all(len(result["content"]) > 10_000 for result in body["results"])  # shared fairly, not emptied
+
+
+def test_a_token_budget_packs_results_best_first(mcp: McpSession) -> None:
+    whole = mcp.ok("search", {"query": "partial index", "limit": 10})
+    budget = 600
+    packed = mcp.ok("search", {"query": "partial index", "limit": 10, "max_tokens": budget})
+    assert len(json.dumps(packed, separators=(",", ":"))) / 4 <= budget
+    used = packed["token_budget"]
+    assert used["max_tokens"] == budget and used["used_tokens"] <= budget and "4 characters" in used["tokenizer"]
+    assert used["omitted_results"] == len(whole["results"]) - len(packed["results"]) > 0
+    kept = len(packed["results"])
+    assert [r["chunk_id"] for r in packed["results"]] == [r["chunk_id"] for r in whole["results"]][:kept]
+
+    # the best result is never dropped: a long one is cut at a line boundary and says so
+    tight = mcp.ok("advanced_search", {"queries": ["alpha3"], "mode": "fts", "max_tokens": 1500,
+                                       "per_document": None})
+    first = tight["results"][0]
+    assert len(tight["results"]) == 1 and first["truncated"] is True and first["cut_at"] == "line boundary"
+    assert first["content"] and first["omitted_chars"] > 0
+    assert tight["token_budget"]["used_tokens"] <= 1500
+    assert mcp.call("search", {"query": "x", "max_tokens": 10}).error["code"] == "INVALID"
 
 
 def test_chunk_neighbourhoods_are_truncated_to_the_response_bound(mcp: McpSession, corpus: Corpus) -> None:

@@ -14,6 +14,7 @@ from engine.retrieval.request import NO_RERANK_REQUESTED, SearchRequest
 from engine.retrieval.version_hint import has_version_rule, version_hint
 from mcp_server.bounds import bounded_json
 from mcp_server.schemas import AdvancedSearchArgs, SearchArgs
+from mcp_server.token_budget import pack
 from mcp_server.tools import ToolContext, ToolSpec
 from mcp_server.tools.presets import FAST_NO_RERANK, Preset, shape_results
 
@@ -21,7 +22,8 @@ __all__ = ["ADVANCED_SEARCH", "SEARCH", "run_advanced_search", "run_search", "se
 
 
 def run_search(context: ToolContext, args: SearchArgs) -> str:
-    return _execute(context, SearchRequest((args.query,), args.mode, args.code_mode, args.limit))
+    return _execute(context, SearchRequest((args.query,), args.mode, args.code_mode, args.limit),
+                    max_tokens=args.max_tokens)
 
 
 def run_advanced_search(context: ToolContext, args: AdvancedSearchArgs) -> str:
@@ -31,11 +33,14 @@ def run_advanced_search(context: ToolContext, args: AdvancedSearchArgs) -> str:
                             rerank_instructions=args.rerank_instructions, filters=filters or None,
                             version_match=args.version_match, per_document=args.per_document,
                             no_rerank_reason=FAST_NO_RERANK if fast else NO_RERANK_REQUESTED)
-    return _execute(context, request, args.preset)
+    return _execute(context, request, args.preset, args.max_tokens)
 
 
-def _execute(context: ToolContext, request: SearchRequest, preset: Preset = "detailed") -> str:
+def _execute(context: ToolContext, request: SearchRequest, preset: Preset = "detailed",
+             max_tokens: int | None = None) -> str:
     payload, texts = search_payload(context, request, preset)
+    if max_tokens is not None:
+        pack(payload, payload["results"], max_tokens)
     return bounded_json(payload, texts, droppable=[payload["results"]], dropped_key="omitted_results")
 
 
