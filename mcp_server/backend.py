@@ -6,6 +6,8 @@
 A backend may also have ``replicas`` (an ``engine.store.replicas.ReplicaSet``, or None): then the
 server runs each read-only tool on a ``ReadRoute``, the same backend with a replica's pool,
 while API-key checks, rate limits and every tool that writes keep the primary's ``pool``.
+And a ``database_keeper`` (an ``engine.runtime.EmbeddedServerKeeper``, or None): while it restarts
+an embedded database that went away, the server answers calls with UNAVAILABLE at once.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from engine.config import Settings
 from engine.embed.base import Embedder
 from engine.rerank.base import Reranker
 from engine.retrieval.pipeline import RetrievalBackend
+from engine.runtime import EmbeddedServerKeeper
 from engine.store.replicas import ReplicaSet
 
 
@@ -53,6 +56,14 @@ def replicas_of(backend: Backend) -> ReplicaSet | None:
         backend = backend.primary
     replicas = getattr(backend, "replicas", None)
     return replicas if isinstance(replicas, ReplicaSet) else None
+
+
+def database_keeper_of(backend: Backend) -> EmbeddedServerKeeper | None:
+    """What restarts the backend's embedded database: None for an external one, or a test backend."""
+    if isinstance(backend, ReadRoute):
+        backend = backend.primary
+    keeper = getattr(backend, "database_keeper", None)
+    return keeper if isinstance(keeper, EmbeddedServerKeeper) else None
 
 
 def on_pool(backend: Backend, pool: ConnectionPool) -> Backend:

