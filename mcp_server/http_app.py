@@ -73,6 +73,12 @@ def build_http_app(backend: Backend, policy: AccessPolicy, rate_policy: RatePoli
     return HealthCheck(RequestGate(mcp_app, policy, verifier), backend)
 
 
+def endpoint_url(host: str, port: int) -> str:
+    """Where clients reach MCP when serving on ``host:port`` (an IPv6 address goes in brackets)."""
+    address = f"[{host}]" if ":" in host else host
+    return f"http://{address}:{port}{MCP_PATH}"
+
+
 def uvicorn_server(app: ASGIApp, host: str, port: int, **options: Any) -> uvicorn.Server:
     config = uvicorn.Config(app, host=host, port=port, lifespan="on", server_header=False, **options)
     return uvicorn.Server(config)

@@ -256,6 +256,8 @@ def test_advanced_search_fuses_queries_and_filters_inside_the_legs(mcp: McpSessi
     assert code["results"] and {result["source"]["slug"] for result in code["results"]} == {"other"}
     none = mcp.ok("advanced_search", {"queries": ["partial index"], "filters": {"verified": {"any_of": [True]}}})
     assert none["results"] == []
+    typo = mcp.ok("advanced_search", {"queries": ["partial index"], "filters": {"source_slug": {"any_of": ["smaple"]}}})
+    assert typo["results"] == [] and any("no source named 'smaple'; the sources are:" in note for note in typo["notes"])
 
     located = mcp.ok("advanced_search", {"queries": ["user id"], "mode": "fts",
                                          "filters": {"path": {"any_of": ["src/**"]},

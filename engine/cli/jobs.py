@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import socket
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
     from engine.admin.reindex import Part, ReindexSummary
     from engine.runtime import Runtime
 
-__all__ = ["add_jobs_arguments", "reindex_as_job", "run_job", "run_jobs"]
+__all__ = ["add_jobs_arguments", "ingest_job_number", "reindex_as_job", "run_job", "run_jobs"]
 
 _EXIT_OK, _EXIT_FAILED = 0, 1
 
@@ -106,12 +108,15 @@ def run_jobs(runtime: Runtime, args: argparse.Namespace) -> int:
               + (f", started {job.started_at:%H:%M:%S}" if job.started_at else "")
               + (f", finished {job.finished_at:%H:%M:%S}" if job.finished_at else ""))
         print(f"  progress: {json.dumps(job.progress)}")
-        if job.counts:
-            print(f"  counts: {json.dumps(job.counts)}")
+        counts = {key: value for key, value in job.counts.items() if key != "skipped_files"}
+        if counts:
+            print(f"  counts: {json.dumps(counts)}")
         if job.error:
             print(f"  error: {job.error}")
         for failure in detail.failures:
             print(f"  failed: {failure['path']}: {failure['reason']}")
+        for line in _skipped(job.counts):
+            print(f"  {line}")
         if detail.retried_by:
             print(f"  retried by: {', '.join(str(i) for i in detail.retried_by)}")
         return _EXIT_OK
@@ -137,11 +142,41 @@ def run_jobs(runtime: Runtime, args: argparse.Namespace) -> int:
     raise AssertionError(args.jobs_command)
 
 
+#: Skipped files ``jobs show`` names at most (the job keeps the first ones, engine.ingest.summary).
+_SKIPPED_SHOWN = 100
+
+
+def _skipped(counts: dict[str, Any]) -> list[str]:
+    """The skipped files an ingest job kept, with their reasons, as ``quarry ingest`` prints them."""
+    from engine.ingest.summary import skipped_lines
+
+    kept = [(str(entry["path"]), str(entry["reason"])) for entry in counts.get("skipped_files", [])]
+    total = int(counts.get("skipped", len(kept)))
+    if not kept:  # none, or a job recorded before jobs kept their skipped files
+        return [f"skipped: {total} files (this job did not keep their names)"] if total else []
+    return skipped_lines(kept, limit=_SKIPPED_SHOWN, total=total,
+                         more="(the job keeps only the first; quarry ingest --json lists them all)")
+
+
+def ingest_job_number(pool: ConnectionPool, source: str) -> int | None:
+    """The number of the newest ingest job of ``source`` this process ran, to point the user at it."""
+    with pool.connection() as conn:
+        row = conn.execute(
+            "select number from quarry.jobs where kind = 'ingest' and source = %s and host = %s and pid = %s"
+            " order by id desc limit 1", (source, socket.gethostname(), os.getpid())).fetchone()
+    return None if row is None else int(row[0])
+
+
 _CANCEL_OUTCOMES = {
     "cancelled": "cancelled (it had not started)",
     "cancelling": "will stop after its current batch; what it wrote is kept",
     "interrupted": "was not running any more: its process had died (now recorded as interrupted)",
 }
+
+
+#: Column titles over ``Job.one_line`` rows (number, id, kind, status, what the job is about, its
+#: duration and its counts); tests/test_cli_output.py checks they stay over their columns.
+JOBS_HEADER = f"{'job':>5}  {'id':<36}  {'kind':<8} {'status':<11} {'source (or space, parts)':<24} time  counts"
 
 
 def _list(pool: ConnectionPool, args: argparse.Namespace) -> int:
@@ -154,6 +189,8 @@ def _list(pool: ConnectionPool, args: argparse.Namespace) -> int:
         return _EXIT_OK
     if not page.jobs:
         print("no jobs")
+    else:
+        print(JOBS_HEADER)
     for job in page.jobs:
         print(job.one_line())
     if page.next_cursor is not None:

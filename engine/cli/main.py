@@ -8,10 +8,10 @@ ingest of the source is running).
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, get_args
@@ -20,9 +20,10 @@ import psycopg
 import psycopg_pool
 
 from engine.admin.jobs import JobCancelledError
-from engine.embed.base import SPACES
+from engine.embed.base import SPACES, TEXT_SPACE
 from engine.errors import BusyError, QuarryError, UnavailableError
 from engine.ingest.sources import Attribution, SourceKind
+from engine.retrieval.empty_answers import INGEST_HINT, nothing_to_search
 from engine.retrieval.request import (
     DEFAULT_CODE_MODE,
     DEFAULT_LIMIT,
@@ -36,6 +37,10 @@ if TYPE_CHECKING:
     from engine.runtime import Runtime
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BUSY = 0, 1, 2, 4
+
+#: What to run when there is nothing to search yet.
+#: Skipped files ``quarry ingest`` names at most; the rest are in --json and the job.
+SKIPPED_SHOWN = 20
 
 EXAMPLES = """\
 examples:
@@ -65,15 +70,22 @@ def build_parser() -> argparse.ArgumentParser:
     psql.add_argument("psql_args", nargs=argparse.REMAINDER, help="arguments passed to psql")
 
     ingest = commands.add_parser(
-        "ingest", help="ingest a directory into a source (incremental)",
+        "ingest", help="ingest a directory or a single file into a source (incremental)",
+        description="Bring a source in line with a directory: new and changed files are parsed, embedded and "
+                    "written, files gone from it are deleted, unchanged ones cost a hash comparison.",
         epilog="examples: quarry ingest ./docs --source my-docs --kind docs_site --url-template "
                "'https://example.com/{path_no_ext}'; in CI: quarry ingest ./docs --source my-docs --since origin/main",
     )
-    ingest.add_argument("path", type=Path, help="directory to ingest")
+    ingest.add_argument("path", type=Path, help="directory to ingest (or a single file)")
     ingest.add_argument("--source", required=True, help="source slug, e.g. postgres-docs")
     ingest.add_argument("--display-name", help="human-readable source name")
-    ingest.add_argument("--kind", choices=get_args(SourceKind))
-    ingest.add_argument("--attribution", choices=get_args(Attribution))
+    ingest.add_argument("--kind", choices=get_args(SourceKind),
+                        help="what the source is: sets how fast its results lose trust with age and is a search "
+                             "filter (default: mixed for a new source; an existing source keeps its own)")
+    ingest.add_argument("--attribution", choices=get_args(Attribution),
+                        help="who publishes it, a trust factor of every result: official ranks above maintainer, "
+                             "community, unknown (default: unknown for a new source; an existing source keeps its "
+                             "own)")
     ingest.add_argument("--base-url", help="base URL; document URL = base + path")
     ingest.add_argument("--url-template", help="document URL template with {path}, {path_no_ext}, {stem}")
     ingest.add_argument("--source-version", metavar="RANGE",
@@ -117,8 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
                                          epilog="example: quarry keys revoke laptop")
     key_revoke.add_argument("key", help="the key's name or its 12-character prefix")
 
-    commands.add_parser("stop", help="stop the embedded Postgres server (it keeps running between commands)",
-                        epilog="example: quarry stop")
+    stop = commands.add_parser("stop", help="stop the embedded Postgres server (it keeps running between commands)",
+                               epilog="example: quarry stop")
+    stop.add_argument("--force", action="store_true",
+                      help="stop it even while `quarry serve` or `quarry mcp` uses it (the server starts it again)")
 
     commands.add_parser("status", help="show the database, models and sources",
                         epilog="example: quarry status")
@@ -164,13 +178,39 @@ def _add_registered_commands(commands: argparse._SubParsersAction[argparse.Argum
         entry.load()(commands)
 
 
+def _parse_arguments(parser: argparse.ArgumentParser, arguments: list[str]) -> argparse.Namespace:
+    """``parser.parse_args``, but an argument no parser knows is shown with its subcommand's usage.
+
+    argparse hands a subcommand's unknown arguments back to the top-level parser, whose error
+    shows ``usage: quarry [-h] COMMAND ...``: no help for a typo in ``quarry ingest . --sorce x``.
+    """
+    args, unknown = parser.parse_known_args(arguments)
+    if unknown:
+        command = _innermost_parser(parser, args)
+        options = [option for action in command._actions for option in action.option_strings]
+        close = difflib.get_close_matches(unknown[0].split("=", 1)[0], options, n=1)
+        hint = f" (did you mean {close[0]}?)" if unknown[0].startswith("-") and close else ""
+        command.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
+    return args
+
+
+def _innermost_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub)subcommand ``args`` were parsed for, e.g. ``quarry keys create``'s."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(args, action.dest, None) or "")
+            if chosen is not None:
+                return _innermost_parser(chosen, args)
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["psql"] and not {"-h", "--help"} & set(arguments[1:2]):
         # Everything after `psql` belongs to psql, options included (argparse would claim them).
         args = argparse.Namespace(command="psql", psql_args=arguments[1:])
     else:
-        args = build_parser().parse_args(arguments)
+        args = _parse_arguments(build_parser(), arguments)
     try:
         return _dispatch(args)
     except BusyError as error:
@@ -206,9 +246,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         settings = get_settings()
         if settings.database_url:
             raise ValueError("DATABASE_URL is set: Quarry does not manage that server")
-        stopped = stop_embedded_server(settings.home)
+        stopped = stop_embedded_server(settings.home, force=args.force)
         print("quarry: embedded Postgres stopped" if stopped else "quarry: embedded Postgres was not running")
         return EXIT_OK
+    _announce_first_boot()
     if args.command == "psql":
         from engine.store.db import database_url, psql_executable
 
@@ -251,6 +292,32 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.command == "keys":
             return _keys(runtime, args)
     raise AssertionError(args.command)
+
+
+def _announce_first_boot() -> None:
+    """Say why the first command in a new QUARRY_HOME is silent for a while: it creates the embedded database."""
+    from engine.config import get_settings
+
+    settings = get_settings()
+    # PG_VERSION is the first file initdb writes in the data directory (engine.store.db keeps it in <home>/pgdata).
+    if settings.database_url is None and not (settings.home / "pgdata" / "PG_VERSION").exists():
+        print(f"quarry: starting the embedded database in {settings.home} (first run only: creating it) …",
+              file=sys.stderr, flush=True)
+
+
+def _prepare_local_model(runtime: Runtime) -> None:
+    """Load the local model before work that needs it, saying so when that is slow (its first preparation)."""
+    from engine.providers.selection import LOCAL, model_choice
+
+    if all(model_choice(runtime.settings, space) != LOCAL for space in SPACES):
+        return  # no local model: nothing to prepare (and onnxruntime stays unimported)
+    from engine.cli.progress import announce_if_slow
+    from engine.embed.local import LocalMiniLM
+
+    with announce_if_slow("quarry: preparing the local model (first run only) …", sys.stderr):
+        for embedder in {id(embedder): embedder for embedder in runtime.embedders.values()}.values():
+            if isinstance(embedder, LocalMiniLM):
+                embedder.prepare()
 
 
 def _reembed(runtime: Runtime, args: argparse.Namespace) -> int:
@@ -305,37 +372,39 @@ def _keys(runtime: Runtime, args: argparse.Namespace) -> int:
 
 
 def _ingest(runtime: Runtime, args: argparse.Namespace) -> int:
+    from engine.cli.jobs import ingest_job_number
+    from engine.cli.progress import IngestDisplay, list_totals
+    from engine.ingest.changes import changed_since
     from engine.ingest.pipeline import Ingestor
     from engine.ingest.sources import SourceSpec
-    from engine.ingest.summary import IngestProgress
+    from engine.ingest.summary import skipped_lines
+
     source = SourceSpec(
         slug=args.source, display_name=args.display_name, kind=args.kind, attribution=args.attribution,
         base_url=args.base_url, url_template=args.url_template, version=args.source_version,
     )
-    show_progress = sys.stderr.isatty() and not args.json
-    last_shown = 0.0
-
-    def progress(state: IngestProgress) -> None:
-        nonlocal last_shown
-        now = time.monotonic()
-        if show_progress and now - last_shown > 0.1:
-            last_shown = now
-            path = state.current_path[-60:]
-            print(f"\r\033[K  {state.files_seen} files, {state.chunks_written} chunks written "
-                  f"({state.vectors_embedded} embedded)  {path}", end="", file=sys.stderr, flush=True)
-
-    ingestor = Ingestor(runtime.pool, runtime.embedders, max_file_bytes=runtime.settings.max_file_bytes)
-    from engine.ingest.changes import changed_since
-
     changed = None if args.since is None else changed_since(args.path, args.since)
-    summary = ingestor.ingest(args.path, source, wait_for_lock=args.wait, progress=progress, changed=changed)
-    if show_progress:
-        print("\r\033[K", end="", file=sys.stderr)
+    max_file_bytes = runtime.settings.max_file_bytes
+    totals = None
+    if args.path.exists():  # else the ingest says what is wrong, before any model is prepared
+        totals = list_totals(args.path, max_file_bytes=max_file_bytes, changed=changed)
+        _prepare_local_model(runtime)
+    ingestor = Ingestor(runtime.pool, runtime.embedders, max_file_bytes=max_file_bytes)
+    # Progress goes to stderr, so a terminal there gets the live line even when stdout is piped
+    # (--json > summary.json), and a CI log gets a plain line every few seconds.
+    with IngestDisplay(sys.stderr, totals, live=sys.stderr.isatty()) as display:
+        summary = ingestor.ingest(args.path, source, wait_for_lock=args.wait, progress=display.update,
+                                  changed=changed)
     if args.json:
         print(json.dumps(summary.as_dict(), indent=2))
     else:
         for path, reason in summary.failed:
             print(f"failed: {path}: {reason}", file=sys.stderr)
+        if summary.skipped:
+            number = ingest_job_number(runtime.pool, source.slug)
+            where = "--json" if number is None else f"--json or quarry jobs show {number}"
+            for line in skipped_lines(summary.skipped, limit=SKIPPED_SHOWN, more=f"(see {where})"):
+                print(line, file=sys.stderr)
         print(summary.one_line())
     return EXIT_FAILED if summary.failed else EXIT_OK
 
@@ -349,10 +418,18 @@ def _search(runtime: Runtime, args: argparse.Namespace) -> int:
     code_mode: CodeMode = DEFAULT_CODE_MODE if args.mode == "fts" else args.code_mode  # fts uses no embeddings
     if args.per_document < 0:
         raise ValueError("--per-document must be 0 (no cap) or more")
-    retrieval = retrieve(runtime, SearchRequest((args.query,), args.mode, code_mode, args.limit,
-                                                sources=tuple(args.source or ()),
+    sources = tuple(args.source or ())
+    empty = nothing_to_search(runtime.pool, sources)
+    if empty is not None and not args.json:  # JSON stays the response MCP's `search` gives
+        print(f"no results: {empty}")
+        return EXIT_OK
+    if args.mode != "fts":
+        _prepare_local_model(runtime)
+    retrieval = retrieve(runtime, SearchRequest((args.query,), args.mode, code_mode, args.limit, sources=sources,
                                                 per_document=args.per_document or None))
     if args.json:
+        if empty is not None:
+            print(f"quarry: {empty}", file=sys.stderr)
         # the same response MCP's `search` gives for the same arguments, before its size bound
         print(json.dumps({**retrieval.summary(), "notes": retrieval.notes()}, indent=2))
         return EXIT_OK
@@ -378,6 +455,9 @@ def _status(runtime: Runtime) -> int:
             "select slug, documents, chunks, embeddings, last_ingested_at from quarry.source_stats order by slug"
         ).fetchall()
         spaces = conn.execute("select name, model, dimension from quarry.embedding_spaces order by name").fetchall()
+        running = {source: (number, started) for source, number, started in conn.execute(
+            "select source, number, started_at from quarry.job_overview"
+            " where kind = 'ingest' and status = 'running' order by id").fetchall()}
     external = runtime.settings.database_url is not None
     print(f"database: {'DATABASE_URL' if external else 'embedded in ' + str(runtime.settings.home)}")
     if runtime.settings.read_database_urls:
@@ -387,9 +467,26 @@ def _status(runtime: Runtime) -> int:
             print(f"read replica {health.dsn}: {health.summary()}")
     for name, model, dimension in spaces:
         print(f"space {name}: {model} ({dimension} dims)")
+    if not rows:
+        print(f"sources: none yet ({INGEST_HINT})")
     for slug, documents, chunks, embeddings, last in rows:
-        print(f"source {slug}: {documents} documents, {chunks} chunks, {embeddings} embeddings, last ingest {last}")
+        print(f"source {slug}: {documents} documents, {chunks} chunks")
+        per_space = ", ".join(f"{count} {space}" for space, count in sorted(embeddings.items(), key=_text_first))
+        print(f"  embeddings: {per_space or 'none'}")
+        finished = None if last is None else f"{last:%Y-%m-%d %H:%M:%S}"
+        if slug in running:
+            number, started = running[slug]
+            since = "" if started is None else f" since {started:%Y-%m-%d %H:%M:%S}"
+            before = "none finished before" if finished is None else f"the last finished {finished}"
+            print(f"  last ingest: running{since} (job {number}); {before}")
+        else:
+            print(f"  last ingest: {finished or 'never'}")
     return EXIT_OK
+
+
+def _text_first(space_count: tuple[str, int]) -> tuple[bool, str]:
+    """Embedding spaces in reading order: the general one first, then by name."""
+    return space_count[0] != TEXT_SPACE, space_count[0]
 
 
 if __name__ == "__main__":

@@ -25,9 +25,10 @@ from psycopg_pool import ConnectionPool
 from engine.config import Settings
 from engine.corpus.facets import VERSION_FACETS
 from engine.embed.base import CODE_SPACE, TEXT_SPACE, Embedder, Vectors
-from engine.errors import InvalidRequestError, UnavailableError, new_error_id
+from engine.errors import InvalidRequestError, NotFoundError, UnavailableError, new_error_id
 from engine.rerank.base import Reranker
 from engine.retrieval.degradation import Degradation, embed_queries, leg_of
+from engine.retrieval.empty_answers import nothing_to_search
 from engine.retrieval.highlights import Highlighter, Highlights, query_lexemes
 from engine.retrieval.hits import SearchHit, search_hits
 from engine.retrieval.request import MAX_DEPTH, CodeMode, Filters, SearchMode, SearchRequest, filters_json
@@ -226,6 +227,8 @@ def retrieve(backend: RetrievalBackend, request: SearchRequest) -> Retrieval:
         highlighter = Highlighter(query_lexemes(backend.pool, queries))
         for hit in hits:
             hit.highlights = highlighter.highlight(hit.hit.content)
+    if not hits:
+        notes.extend(_why_nothing_found(backend.pool, request))
     failed = {failure.leg for failure in page.failed_legs} | set(page.redundant_legs)
     spaces = [space for space, vectors in ((TEXT_SPACE, text_vectors), (CODE_SPACE, code_vectors))
               if vectors is not None and leg_of(space) not in failed]
@@ -263,6 +266,16 @@ def _capped_per_document(hits: list[RankedHit], per_document: int, limit: int) -
         else:
             passed_over += 1
     return kept, passed_over
+
+
+def _why_nothing_found(pool: ConnectionPool, request: SearchRequest) -> list[str]:
+    """A note when the corpus, not the query, explains an empty answer (see engine.retrieval.empty_answers)."""
+    named = request.combined_filters().get("source_slug", {}).get("any_of", [])
+    try:
+        reason = nothing_to_search(pool, [str(slug) for slug in named] if not isinstance(named, str) else [named])
+    except NotFoundError as unknown:
+        reason = str(unknown)
+    return [reason] if reason is not None else []
 
 
 def _rerank_depth(limit: int) -> int:

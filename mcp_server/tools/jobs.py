@@ -75,7 +75,9 @@ def _listed(job: Job) -> dict[str, Any]:
     error = row["error"]
     return {
         "job_id": row["id"], "number": row["number"], "kind": row["kind"], "source": row["source"],
-        "status": row["status"], "retry_of": row["retry_of"], "progress": row["progress"], "counts": row["counts"],
+        "status": row["status"], "retry_of": row["retry_of"], "progress": row["progress"],
+        # skipped files are named in `show`, not in every listed row
+        "counts": {key: value for key, value in row["counts"].items() if key != "skipped_files"},
         "failure_count": row["failure_count"],
         "error": error if error is None or len(error) <= _MAX_LISTED_ERROR_CHARS
         else error[:_MAX_LISTED_ERROR_CHARS] + "…",
@@ -89,7 +91,8 @@ def _shown(job_id: Any, context: ToolContext) -> dict[str, Any]:
     shown = {**_listed(detail.job), "error": detail.job.error, "arguments": detail.job.arguments,
              "heartbeat_at": detail.job.as_dict()["heartbeat_at"],
              "failures": detail.failures[:MAX_SHOWN_FAILURES],
-             "retried_by": [str(retry) for retry in detail.retried_by]}
+             "retried_by": [str(retry) for retry in detail.retried_by],
+             "skipped_files": detail.job.counts.get("skipped_files", [])}
     if len(detail.failures) > MAX_SHOWN_FAILURES:
         shown["failures_omitted"] = len(detail.failures) - MAX_SHOWN_FAILURES
     return shown
