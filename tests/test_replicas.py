@@ -219,6 +219,7 @@ def _read_only_calls(document_id: str, chunk_id: str) -> dict[str, dict[str, Any
     return {
         "search": {"query": QUERY, "limit": 3},
         "advanced_search": {"queries": ["partial index", "pg_dump archive"]},
+        "grep": {"pattern": "partial index", "case_sensitive": False},
         "facets": {"facet": "source_slug"},
         "get_document": {"document_id": document_id},
         "get_chunk": {"chunk_id": chunk_id, "before": 1, "after": 1},

@@ -9,6 +9,7 @@ from psycopg_pool import ConnectionPool
 from engine.embed.base import Embedder
 from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
+from engine.retrieval.hits import SearchHit
 from tests.corpus import write_corpus
 from tests.searching import search, search_outcome
 
@@ -83,6 +84,16 @@ def test_hybrid_fusion_matches_reciprocal_rank_fusion_of_the_legs(
     assert scores == sorted(scores, reverse=True)
 
 
+def _normalised_legs(fts: list[SearchHit], vector: list[SearchHit]) -> tuple[dict[str, dict[UUID, float]], set[UUID]]:
+    """Each leg's evidence as convex fusion normalises it (BM25 over the best, distance min-max); the code chunks."""
+    best_text = max(hit.fts_score or 0.0 for hit in fts)
+    distances = {hit.chunk_id: 1 - (hit.vector_similarity or 0.0) for hit in vector}
+    nearest, farthest = min(distances.values()), max(distances.values())
+    evidence = {"fts": {hit.chunk_id: (hit.fts_score or 0.0) / best_text for hit in fts},
+                "vector": {chunk: (farthest - d) / (farthest - nearest) for chunk, d in distances.items()}}
+    return evidence, {hit.chunk_id for hit in vector if hit.content_type == "code"}
+
+
 def fused_with_documents(pool: ConnectionPool, evidence: dict[str, dict[UUID, float]], code: set[UUID],
                          weights: tuple[float, float], damping: float = 1.0) -> dict[UUID, float]:
     """The fusion rule written out: each chunk's mix of its legs' evidence (vector weight ``weights``: prose,
@@ -153,12 +164,7 @@ def test_convex_fusion_weights_normalised_leg_scores_by_content(
     hybrid = search(corpus, local_embedder, query, mode="hybrid", limit=depth, candidates=depth, per_document=None,
                     fusion="convex", vector_weight=0.4, code_vector_weight=0.8)
 
-    best_text = max(hit.fts_score or 0.0 for hit in fts)
-    distances = {hit.chunk_id: 1 - (hit.vector_similarity or 0.0) for hit in vector}
-    nearest, farthest = min(distances.values()), max(distances.values())
-    evidence = {"fts": {hit.chunk_id: (hit.fts_score or 0.0) / best_text for hit in fts},
-                "vector": {chunk: (farthest - d) / (farthest - nearest) for chunk, d in distances.items()}}
-    code = {hit.chunk_id for hit in vector if hit.content_type == "code"}
+    evidence, code = _normalised_legs(fts, vector)
     expected = fused_with_documents(corpus, evidence, code, (0.4, 0.8))
     assert any(share > 0 for share, _ in _documents(corpus, list(expected)).values())
     for hit in hybrid:
@@ -187,12 +193,7 @@ def test_a_long_query_leans_on_the_keyword_leg_and_on_code(corpus: ConnectionPoo
     vector = search(corpus, local_embedder, LONG_QUERY, mode="vector", limit=depth, candidates=depth, per_document=None)
     hybrid = search(corpus, local_embedder, LONG_QUERY, mode="hybrid", limit=depth, candidates=depth, per_document=None,
                     fusion="convex", vector_weight=0.4, code_vector_weight=0.8)
-    best_text = max(hit.fts_score or 0.0 for hit in fts)
-    distances = {hit.chunk_id: 1 - (hit.vector_similarity or 0.0) for hit in vector}
-    nearest, farthest = min(distances.values()), max(distances.values())
-    evidence = {"fts": {hit.chunk_id: (hit.fts_score or 0.0) / best_text for hit in fts},
-                "vector": {chunk: (farthest - d) / (farthest - nearest) for chunk, d in distances.items()}}
-    code = {hit.chunk_id for hit in vector if hit.content_type == "code"}
+    evidence, code = _normalised_legs(fts, vector)
     expected = fused_with_documents(corpus, evidence, code, (0.4, 0.8), damping)
     for hit in hybrid:
         assert hit.vector_weight_used == pytest.approx((0.8 if hit.chunk_id in code else 0.4) * damping, abs=1e-6)

@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from engine.ingest.parsers import is_supported
 from engine.ingest.walk import FoundFile, SkippedFile, walk_tree
 
 
@@ -73,6 +74,17 @@ def test_generated_files_are_skipped_with_a_reason(tmp_path: Path) -> None:
 
     assert set(skipped) == {"app.min.js", "package-lock.json", "pnpm-lock.yaml", "poetry.lock", "app.js.map"}
     assert set(skipped.values()) == {"generated file (lock file, minified bundle or compiled output)"}
+
+
+def test_a_large_configuration_format_file_is_data_and_skipped(tmp_path: Path) -> None:
+    (tmp_path / "settings.json").write_text('{"debug": true}\n')
+    (tmp_path / "tokenizer.json").write_text('{"vocab": {' + ", ".join(f'"w{n}": {n}' for n in range(20_000)) + "}}\n")
+
+    items = list(walk_tree(tmp_path, is_supported=is_supported, max_file_bytes=1_000_000))
+
+    assert [item.relative_path for item in items if isinstance(item, FoundFile)] == ["settings.json"]
+    (skipped,) = [item for item in items if isinstance(item, SkippedFile)]
+    assert skipped.relative_path == "tokenizer.json" and skipped.reason.startswith("data file (")
 
 
 def test_a_single_file_is_a_tree_holding_only_itself(tmp_path: Path) -> None:

@@ -21,11 +21,16 @@ from pathlib import Path, PurePosixPath
 
 import pathspec
 
+from engine.ingest.parsers.config_files import CONFIG_EXTENSIONS
+
 DEFAULT_EXCLUDED_DIRS = frozenset({
     ".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox",
     ".mypy_cache", ".pytest_cache", ".ruff_cache", ".idea", ".vscode", "dist", "build",
     "target", ".next", ".nuxt", ".cache", "coverage", ".gradle", "site-packages", ".eggs",
 })
+#: A JSON, YAML or TOML file this large is data (a tokenizer vocabulary, a fixture, an export), not
+#: configuration anyone searches: hundreds of chunks no question is about, at embedding cost.
+MAX_CONFIG_FILE_BYTES = 128 * 1024
 DEFAULT_EXCLUDED_SUFFIXES = (".min.js", ".min.css", ".map", ".lock", "-lock.json", "-lock.yaml", ".pyc")
 #: Files holding ignore rules, in the order they are read in each folder.
 IGNORE_FILES = (".gitignore", ".quarryignore")
@@ -145,6 +150,9 @@ def _examine_file(
         return SkippedFile(relative, "not a regular file")
     if info.st_size > max_file_bytes:
         return SkippedFile(relative, f"oversized ({info.st_size} bytes > {max_file_bytes})")
+    if info.st_size > MAX_CONFIG_FILE_BYTES and relative.lower().endswith(CONFIG_EXTENSIONS):
+        return SkippedFile(relative, f"data file ({info.st_size} bytes > {MAX_CONFIG_FILE_BYTES} for a "
+                                     "configuration format)")
     return Candidate(relative, path, info.st_size)
 
 
