@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from uuid import uuid4
@@ -15,6 +19,8 @@ from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
 from engine.retrieval.grep import _match, grep
 from tests.corpus import FILES, write_corpus
+
+REPO = Path(__file__).resolve().parents[1]
 
 EXTRA = {
     "src/client.py": '''\
@@ -115,3 +121,26 @@ def test_bad_patterns_are_refused_and_costly_ones_bounded(corpus: tuple[Connecti
     except LimitError:
         pass
     assert time.monotonic() - started < 10
+
+
+def test_quarry_grep_prints_source_path_line_and_pages(corpus: tuple[ConnectionPool, Path], database_url: str,
+                                                       model_cache: Path) -> None:
+    _, root = corpus
+    env = {**os.environ, "DATABASE_URL": database_url, "QUARRY_MODEL_CACHE": str(model_cache)}
+
+    def quarry(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "engine.cli", "grep", *args], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    printed = quarry("parse_user_id", "--path", "src/**")
+    assert printed.returncode == 0, printed.stderr
+    lines = _lines_holding(root, "src/users.py", "parse_user_id")
+    assert printed.stdout.splitlines() == [
+        f"repo:src/users.py:{n}: {(root / 'src/users.py').read_text().splitlines()[n - 1]}" for n in lines]
+    paged = json.loads(quarry("pg_stat_statements", "--limit", "5", "--json").stdout)
+    assert len(paged["matches"]) == 5 and paged["next_cursor"]
+    following = json.loads(
+        quarry("pg_stat_statements", "--limit", "5", "--json", "--cursor", paged["next_cursor"]).stdout)
+    assert following["matches"][0]["line"] > paged["matches"][-1]["line"]
+    malformed = quarry("(", "--regex")
+    assert malformed.returncode == 2 and "not a valid regular expression" in malformed.stderr

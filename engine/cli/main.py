@@ -114,6 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--source", action="append", help="restrict to a source slug (repeatable)")
     search.add_argument("--json", action="store_true", help="print results as JSON")
 
+    from engine.cli.grep import add_grep_arguments
+
+    add_grep_arguments(commands)
+
     _add_registered_commands(commands)
 
     keys = commands.add_parser("keys", help="create, list and revoke API keys for `quarry serve`",
@@ -271,6 +275,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             return _ingest(runtime, args)
         if args.command == "search":
             return _search(runtime, args)
+        if args.command == "grep":
+            from engine.cli.grep import run_grep
+
+            return run_grep(runtime, args)
         if args.command == "status":
             return _status(runtime)
         if args.command == "reembed":

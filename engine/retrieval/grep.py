@@ -83,6 +83,12 @@ class GrepPage:
     documents_scanned: int
     notes: list[str] = field(default_factory=list)
 
+    def as_payload(self) -> dict[str, Any]:
+        """The page as MCP's grep and ``quarry grep --json`` return it."""
+        matches = [match.as_row() for match in self.matches]
+        return {"matches": matches, "match_count": len(matches), "next_cursor": self.next_cursor,
+                "truncated": self.truncated, "documents_scanned": self.documents_scanned, "notes": self.notes}
+
 
 @dataclass(frozen=True, slots=True)
 class _Position:

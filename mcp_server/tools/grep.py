@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, Field
 
 from engine.retrieval.grep import (
@@ -43,16 +41,8 @@ def run_grep(context: ToolContext, args: GrepArgs) -> str:
     check_version_ranges(context.backend.pool, filters)
     page = grep(context.backend.pool, args.pattern, regex=args.regex, case_sensitive=args.case_sensitive,
                 filters=filters or None, cursor=args.cursor, limit=args.limit, context_lines=args.context_lines)
-    matches = [match.as_row() for match in page.matches]
-    payload: dict[str, Any] = {
-        "matches": matches,
-        "match_count": len(matches),
-        "next_cursor": page.next_cursor,
-        "truncated": page.truncated,
-        "documents_scanned": page.documents_scanned,
-        "notes": page.notes,
-    }
-    return bounded_json(payload, [], droppable=[matches], dropped_key="omitted_matches")
+    payload = page.as_payload()
+    return bounded_json(payload, [], droppable=[payload["matches"]], dropped_key="omitted_matches")
 
 
 GREP = ToolSpec(
