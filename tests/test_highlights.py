@@ -10,7 +10,7 @@ from psycopg_pool import ConnectionPool
 from engine.embed.base import Embedder
 from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
-from engine.retrieval.highlights import MAX_HIGHLIGHTS, highlight, query_lexemes
+from engine.retrieval.highlights import MAX_HIGHLIGHTS, Highlights, highlight, query_lexemes
 from tests.corpus import write_corpus
 from tests.searching import search_outcome
 
@@ -23,8 +23,7 @@ def test_words_and_identifier_parts_that_stem_to_a_query_lexeme(pool: Connection
     assert [content[start:end] for start, end in found.spans] == [
         "partial", "index", "queries", "parse", "User", "Id", "PARSE", "USER", "ID", "ids"]
     assert found.snippet is not None and "partial index" in found.snippet
-    assert highlight("nothing relevant here", lexemes) == highlight("nothing relevant here", lexemes)
-    assert highlight("nothing relevant here", lexemes).spans == []
+    assert highlight("nothing relevant here", lexemes) == Highlights([], None)
 
 
 def test_spans_are_bounded_and_the_snippet_sits_where_they_cluster(pool: ConnectionPool) -> None:
