@@ -122,6 +122,12 @@ def test_bad_patterns_are_refused_and_costly_ones_bounded(corpus: tuple[Connecti
         pass
     assert time.monotonic() - started < 10
 
+    # a spent budget ends the page at once, with a cursor that goes on from where it stopped
+    stopped = grep(pool, "pg_stat_statements", time_budget_s=0)
+    assert stopped.truncated and stopped.matches == [] and stopped.next_cursor is not None
+    resumed = grep(pool, "pg_stat_statements", limit=100, cursor=stopped.next_cursor)
+    assert len(resumed.matches) == 60 and not resumed.truncated
+
 
 def test_quarry_grep_prints_source_path_line_and_pages(corpus: tuple[ConnectionPool, Path], database_url: str,
                                                        model_cache: Path) -> None:
