@@ -18,6 +18,7 @@ from engine.ingest.batch import PendingDocument
 from engine.ingest.manifests import constraints_in_manifest, manifest_kind
 from engine.ingest.model import PARSER_VERSION
 from engine.ingest.parsers import ParseError, is_supported, parse_document
+from engine.ingest.parsers.errors import NothingToIndex
 from engine.ingest.summary import IngestSummary
 from engine.ingest.versions import constraints_in_document
 from engine.ingest.walk import FoundFile
@@ -50,14 +51,17 @@ def prepare_document(
     started = time.perf_counter()
     try:
         parsed = parse_document(item.relative_path, item.raw)
+    except NothingToIndex as error:  # readable, but nothing to index (a scanned PDF)
+        summary.skipped.append((item.relative_path, str(error)))
+        return None
     except ParseError as error:
         summary.failed.append((item.relative_path, str(error)))
         return None
     finally:
         summary.parse_seconds += time.perf_counter() - started
-    document = PendingDocument(item.relative_path, item.raw, content_hash, parsed,
-                                None if stored is None else stored.id)
-    text = item.raw.decode("utf-8", errors="replace")
+    raw = parsed.text if parsed.text is not None else item.raw
+    document = PendingDocument(item.relative_path, raw, content_hash, parsed, None if stored is None else stored.id)
+    text = raw.decode("utf-8", errors="replace")
     skipped: list[tuple[str, str]] = []
     document.manifest_kind = manifest_kind(item.relative_path)
     if document.manifest_kind is not None:

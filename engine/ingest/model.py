@@ -47,9 +47,13 @@ class ParsedDocument:
     content_type: str  # markdown | rst | html | text | code
     language: str | None  # programming language for code ("python", "rust", ...), else None
     chunks: list[Chunk] = field(default_factory=list)
+    #: The text the chunks' spans index when it is not the file's own bytes (a PDF's or a DOCX's
+    #: extracted text): stored as the document's raw, so ``raw[start_byte:end_byte]`` is a chunk's
+    #: text for every document. The content hash stays the file's, for change detection.
+    text: bytes | None = None
 
 #: Bump when parsing, chunking, what a chunk is embedded as, or what ingestion extracts
 #: (version constraints: 3; links and imports: 4; unfenced code in Markdown: 5; SQL, shell,
-#: Dockerfile, Makefile, config and CSV parsers: 6) changes, so unchanged files are re-read
-#: once (and re-embedded only where their embedding input changed).
-PARSER_VERSION = 6
+#: Dockerfile, Makefile, config and CSV parsers: 6; PDF and DOCX: 7) changes, so unchanged files
+#: are re-read once (and re-embedded only where their embedding input changed).
+PARSER_VERSION = 7

@@ -22,6 +22,8 @@ from pathlib import Path, PurePosixPath
 import pathspec
 
 from engine.ingest.parsers.config_files import CONFIG_EXTENSIONS
+from engine.ingest.parsers.docx import DOCX_EXTENSIONS
+from engine.ingest.parsers.pdf import PDF_EXTENSIONS
 
 DEFAULT_EXCLUDED_DIRS = frozenset({
     ".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox",
@@ -35,6 +37,11 @@ DEFAULT_EXCLUDED_SUFFIXES = (".min.js", ".min.css", ".map", ".lock", "-lock.json
 #: Files holding ignore rules, in the order they are read in each folder.
 IGNORE_FILES = (".gitignore", ".quarryignore")
 _BINARY_SNIFF_BYTES = 8192
+#: Binary formats a parser reads: exempt from the NUL-byte test.
+BINARY_DOCUMENT_EXTENSIONS = (*PDF_EXTENSIONS, *DOCX_EXTENSIONS)
+#: A PDF or DOCX file this large is still a document (a manual with figures): the text parsers'
+#: ``max_file_bytes`` would skip most real PDFs.
+MAX_BINARY_DOCUMENT_BYTES = 50_000_000
 
 # Skip reasons shared by several places (the rest are written where they arise).
 EXCLUDED_DIR_REASON = "excluded folder (build output, dependencies or tool cache)"
@@ -128,7 +135,7 @@ def read_tree(listing: Iterable[Candidate | SkippedFile]) -> Iterator[FoundFile 
         except FileNotFoundError:  # deleted since it was listed: gone from the tree
             yield SkippedFile(item.relative_path, "deleted while the tree was read")
             continue
-        if looks_binary(raw):
+        if looks_binary(raw) and not item.relative_path.lower().endswith(BINARY_DOCUMENT_EXTENSIONS):
             yield SkippedFile(item.relative_path, "binary content")
             continue
         yield FoundFile(item.relative_path, raw)
@@ -148,8 +155,11 @@ def _examine_file(
     info = path.stat()
     if not stat.S_ISREG(info.st_mode):  # a FIFO or a device: reading it could block or never end
         return SkippedFile(relative, "not a regular file")
-    if info.st_size > max_file_bytes:
-        return SkippedFile(relative, f"oversized ({info.st_size} bytes > {max_file_bytes})")
+    # A PDF or DOCX holds fonts and images beside its text: its own, larger bound.
+    limit = max(max_file_bytes, MAX_BINARY_DOCUMENT_BYTES) if relative.lower().endswith(
+        BINARY_DOCUMENT_EXTENSIONS) else max_file_bytes
+    if info.st_size > limit:
+        return SkippedFile(relative, f"oversized ({info.st_size} bytes > {limit})")
     if info.st_size > MAX_CONFIG_FILE_BYTES and relative.lower().endswith(CONFIG_EXTENSIONS):
         return SkippedFile(relative, f"data file ({info.st_size} bytes > {MAX_CONFIG_FILE_BYTES} for a "
                                      "configuration format)")
@@ -193,7 +203,7 @@ def _candidates(
         kept_dirs = []
         for name in sorted(dir_names):
             relative = join(name)
-            if name in DEFAULT_EXCLUDED_DIRS:
+            if name in DEFAULT_EXCLUDED_DIRS or name.endswith(".egg-info"):
                 yield from pruned(relative, EXCLUDED_DIR_REASON)
                 continue
             ignoring = next((rule for rule in rules if rule.ignores(relative, is_dir=True)), None)

@@ -15,6 +15,8 @@ Dockerfile*, Makefile*, .mk            build_files   build stages, make rules
 .json .jsonc .json5
 .csv .tsv                              tabular       rows of the file's head only
 .txt, README, LICENSE (no extension)   text          paragraphs
+.pdf                                   pdf           pages (text layer via pypdf; outline)
+.docx                                  docx          Word heading styles
 =====================================  ============  =======================================
 
 Markdown, reStructuredText, HTML, config, tabular and plain text are documents
@@ -22,12 +24,15 @@ Markdown, reStructuredText, HTML, config, tabular and plain text are documents
 Dockerfiles and Makefiles are ``code`` with ``is_code`` chunks. A file with an
 extension none of these knows is not supported: the walk skips it with that reason.
 
-Every chunk stays within ``MAX_CHUNK_TOKENS``. For all but HTML, a chunk's content is
-exactly ``raw[start_byte:end_byte].decode("utf-8")``; HTML content is extracted text
-and its spans cover the section it came from.
+Every chunk stays within ``MAX_CHUNK_TOKENS``. For all but HTML, PDF and DOCX, a chunk's
+content is exactly ``raw[start_byte:end_byte].decode("utf-8")``; HTML content is extracted
+text and its spans cover the section it came from; PDF and DOCX spans index their extracted
+text (see those modules).
 
 Errors: ``ParseError`` (the only exception raised on bad input) when the bytes are
-not valid UTF-8 or contain NUL; the caller skips the file with ``str(error)``.
+not valid UTF-8 or contain NUL, or are no readable PDF or DOCX; the caller skips the file
+with ``str(error)``. Its subclass ``NothingToIndex`` marks a valid file with no text
+to index (a scanned PDF): listed as skipped rather than failed.
 """
 
 from __future__ import annotations
@@ -46,9 +51,11 @@ from engine.ingest.parsers.build_files import (
 )
 from engine.ingest.parsers.code import CODE_EXTENSIONS, parse_code
 from engine.ingest.parsers.config_files import CONFIG_EXTENSIONS, parse_config
+from engine.ingest.parsers.docx import DOCX_EXTENSIONS, parse_docx
 from engine.ingest.parsers.errors import ParseError
 from engine.ingest.parsers.html import HTML_EXTENSIONS, parse_html
 from engine.ingest.parsers.markdown import MARKDOWN_EXTENSIONS, parse_markdown
+from engine.ingest.parsers.pdf import PDF_EXTENSIONS, parse_pdf
 from engine.ingest.parsers.rst import RST_EXTENSIONS, parse_rst
 from engine.ingest.parsers.scripts import SHELL_EXTENSIONS, parse_script, parse_shell
 from engine.ingest.parsers.sql import SQL_EXTENSIONS, parse_sql
@@ -71,6 +78,8 @@ _PARSER_BY_EXTENSION: dict[str, _Parser] = {
     **dict.fromkeys(MAKEFILE_EXTENSIONS, parse_makefile),
     **dict.fromkeys(CONFIG_EXTENSIONS, parse_config),
     **dict.fromkeys(TABULAR_EXTENSIONS, parse_tabular),
+    **dict.fromkeys(PDF_EXTENSIONS, parse_pdf),
+    **dict.fromkeys(DOCX_EXTENSIONS, parse_docx),
 }
 
 #: File extensions (lower case, with the dot) that have a dedicated parser.
