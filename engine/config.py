@@ -47,6 +47,13 @@ class Settings(BaseSettings):
     #: libpq ``connect_timeout`` for the pool's connections, unless the DSN sets one.
     connect_timeout_s: int = Field(default=5, ge=1)
     max_file_bytes: int = Field(default=2_000_000, ge=1_000)
+    #: Package indexes ``quarry ingest pypi:NAME`` / ``npm:NAME`` download from (private mirrors: set these;
+    #: credentials in the URL are used and never printed). None: the public ones (``engine.fetch``).
+    pypi_index_url: str | None = None
+    npm_registry: str | None = None
+    #: Whether sources added over MCP may be fetched from loopback or private addresses (off: an
+    #: admin key must not turn the worker into a probe of the network behind it).
+    fetch_private_hosts: bool = False
     #: Streaming replicas that serve read-only tools (comma-separated DSNs, or a JSON list when a DSN
     #: holds a comma); writes, key metering and jobs stay on the primary (``engine.store.replicas``).
     read_database_urls: Annotated[tuple[str, ...], NoDecode] = Field(
@@ -101,6 +108,11 @@ class Settings(BaseSettings):
     @property
     def model_dir(self) -> Path:
         return self.model_cache if self.model_cache is not None else self.home / "models"
+
+    @property
+    def fetch_dir(self) -> Path:
+        """Where fetchers keep mirrors, downloads and clones (a cache: deleting it costs a refetch)."""
+        return self.home / "fetch"
 
 
 def parse_dsn_list(value: str) -> tuple[str, ...]:

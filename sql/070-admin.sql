@@ -59,6 +59,25 @@ $$;
 comment on function quarry.source_id(text) is
 'The id of the source with this slug; raises no_data_found naming the slug when there is none.';
 
+create or replace function quarry.remove_source(slug text) returns bigint
+language plpgsql volatile
+set search_path = quarry, pg_catalog
+as $$
+declare
+    found_id bigint := quarry.source_id(remove_source.slug);
+    removed bigint;
+begin
+    -- Documents first, through delete_documents, so BM25 statistics and facet counts stay exact;
+    -- the source row's cascade takes the rest. One transaction: a failure leaves the source whole.
+    removed := quarry.delete_documents(array(select d.id from quarry.documents d where d.source_id = found_id));
+    delete from quarry.sources s where s.id = found_id;
+    return removed;
+end
+$$;
+
+comment on function quarry.remove_source(text) is
+'Delete a source with its documents, chunks, vectors and postings, atomically; returns how many documents went.';
+
 create or replace function quarry.set_source_version(slug text, version text) returns void
 language sql volatile
 set search_path = quarry, pg_catalog

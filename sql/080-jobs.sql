@@ -211,3 +211,40 @@ $$;
 
 comment on function quarry.enqueue_job_retry(uuid, uuid) is
 'Queue a new job (id new_job_id) with the arguments of a failed, interrupted or cancelled one; returns the queued id.';
+
+-- The one way the search server queues new work, for admin keys (the tool checks the scope):
+-- an ingest of a remote location (add_source, refresh_source) or a source's removal. The
+-- arguments are stamped origin = 'mcp', and the worker that runs the job refuses local paths
+-- and private hosts for such jobs (engine.fetch.fetching.locate), so a key cannot make the
+-- worker read its own disk or the network behind it.
+
+create or replace function quarry.enqueue_source_job(
+    kind text, source text, arguments jsonb, new_job_id uuid
+) returns uuid
+language plpgsql volatile security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    pending uuid;
+begin
+    if kind not in ('ingest', 'remove_source') then
+        raise exception 'jobs of kind % cannot be queued here', kind using errcode = 'invalid_parameter_value';
+    end if;
+    if source is null or source !~ '^[a-z0-9][a-z0-9._-]{0,62}$' then
+        raise exception 'invalid source slug' using errcode = 'invalid_parameter_value';
+    end if;
+    -- One waiting job per kind and source: asking twice does not queue the work twice.
+    perform pg_advisory_xact_lock(hashtext('quarry.enqueue_source_job'), hashtext(source));
+    select j.id into pending from quarry.jobs j
+    where j.kind = enqueue_source_job.kind and j.source = enqueue_source_job.source and j.status = 'queued';
+    if pending is not null then
+        return pending;
+    end if;
+    insert into quarry.jobs (id, kind, source, arguments)
+    values (new_job_id, kind, source, arguments || jsonb_build_object('origin', 'mcp'));
+    return new_job_id;
+end
+$$;
+
+comment on function quarry.enqueue_source_job(text, text, jsonb, uuid) is
+'Queue an ingest or a removal of a source (stamped origin mcp); returns the queued job id, or the one already waiting.';

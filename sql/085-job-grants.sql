@@ -7,3 +7,6 @@
 revoke execute on function quarry.request_job_cancel(uuid), quarry.enqueue_job_retry(uuid, uuid) from public;
 grant execute on function quarry.request_job_cancel(uuid), quarry.enqueue_job_retry(uuid, uuid)
     to quarry_reader, quarry_admin;
+
+revoke execute on function quarry.enqueue_source_job(text, text, jsonb, uuid) from public;
+grant execute on function quarry.enqueue_source_job(text, text, jsonb, uuid) to quarry_reader, quarry_admin;

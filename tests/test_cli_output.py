@@ -216,7 +216,7 @@ def test_ingest_help_describes_kind_and_attribution_with_their_defaults(capsys: 
         main(["ingest", "--help"])
     assert exited.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert "Bring a source in line with a directory" in text
+    assert "Bring a source in line with a location" in text
     assert "--kind {docs_site,code_repo,standalone,mixed} what the source is" in text
     assert "default: mixed for a new source" in text
     assert "--attribution {official,maintainer,community,unknown} who publishes it" in text

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli.progress import IngestDisplay, TreeTotals, announce_if_slow, format_duration, list_totals
+from engine.cli.progress import IngestDisplay, TreeTotals, announce_if_slow, format_duration
 from engine.ingest.summary import IngestProgress
 from tests.corpus import write_corpus
 
@@ -49,13 +49,6 @@ def test_the_totals_weigh_what_is_done_by_bytes() -> None:
     assert [totals.fraction_done(n) for n in (0, 1, 3, 4, 9)] == [0.0, 0.1, 0.4, 1.0, 1.0]
     assert TreeTotals((0, 0)).fraction_done(1) == 0.5  # nothing but skipped entries: by count
     assert TreeTotals(()).fraction_done(0) == 1.0
-
-
-def test_the_listing_counts_what_the_ingest_will_read(tmp_path: Path) -> None:
-    root = write_corpus(tmp_path)
-    totals = list_totals(root, max_file_bytes=1_000_000, changed=None)
-    assert totals is not None and totals.files == 4
-    assert totals.bytes == sum(path.stat().st_size for path in root.rglob("*") if path.is_file())
 
 
 def test_the_line_shows_files_done_of_the_total_chunks_rate_and_eta_then_the_finishing_step() -> None:

@@ -106,13 +106,16 @@ def test_lists_every_tool_with_a_closed_schema_and_llm_guidance(mcp: McpSession)
     assert set(tools) == {"search", "advanced_search", "grep", "facets", "get_document", "get_chunk",
                           "read_document_bytes", "list_sources", "status", "count", "query_documents",
                           "generate_urls", "route_sources", "suggest_query_params", "guided_query", "jobs",
-                          "neighbors", "vector_add", "vector_search", "vector_delete", "vector_count"}
+                          "neighbors", "vector_add", "vector_search", "vector_delete", "vector_count",
+                          "add_source", "refresh_source", "remove_source"}
     for tool in tools.values():
         assert tool.input_schema["additionalProperties"] is False
         assert tool.description and len(tool.description) > 80
         assert tool.annotations is not None
-        # jobs can cancel and queue retries; vector_add and vector_delete write vector stores
-        assert tool.annotations.read_only_hint is (tool.name not in {"jobs", "vector_add", "vector_delete"})
+        # jobs can cancel and queue retries; vector_add and vector_delete write vector stores; the
+        # source tools queue ingests and removals
+        assert tool.annotations.read_only_hint is (tool.name not in {
+            "jobs", "vector_add", "vector_delete", "add_source", "refresh_source", "remove_source"})
     assert tools["search"].input_schema["properties"]["limit"]["maximum"] == 50
     filters = tools["advanced_search"].input_schema["$defs"]["Filters"]
     assert set(filters["properties"]) == {"source_slug", "language", "package", "language_target", "sdk_dependency",

@@ -59,6 +59,7 @@ __all__ = [
     "JobRun",
     "JobStatus",
     "enqueue_retry",
+    "enqueue_source_job",
     "list_jobs",
     "reap_interrupted",
     "request_cancel",
@@ -66,7 +67,7 @@ __all__ = [
     "show_job",
 ]
 
-JobKind = Literal["ingest", "reembed", "reindex"]
+JobKind = Literal["ingest", "reembed", "reindex", "remove_source"]
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "interrupted"]
 JOB_KINDS: tuple[JobKind, ...] = get_args(JobKind)
 JOB_STATUSES: tuple[JobStatus, ...] = get_args(JobStatus)
@@ -245,6 +246,24 @@ def enqueue_retry(pool: ConnectionPool, job_id: UUID) -> UUID:
             raise InvalidRequestError(error.diag.message_primary or "this job cannot be retried") from None
     assert row is not None
     return UUID(str(row[0]))
+
+
+def enqueue_source_job(pool: ConnectionPool, kind: Literal["ingest", "remove_source"], source: str,
+                       arguments: Mapping[str, Any]) -> tuple[UUID, bool]:
+    """Queue an ingest or a removal of ``source`` (MCP's admin tools); returns (job id, whether it is new).
+
+    A job of that kind already waiting for the source is returned instead of a second one.
+    """
+    new_id = uuid7()
+    with pool.connection() as conn:
+        try:
+            row = conn.execute("select quarry.enqueue_source_job(%s, %s, %s, %s)",
+                               (kind, source, Jsonb(dict(arguments)), new_id)).fetchone()
+        except psycopg.errors.InvalidParameterValue as error:
+            raise InvalidRequestError(error.diag.message_primary or "this job cannot be queued") from None
+    assert row is not None
+    queued = UUID(str(row[0]))
+    return queued, queued == new_id
 
 
 def reap_interrupted(pool: ConnectionPool, *, kind: str | None = None, source: str | None = None) -> int:

@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
 __all__ = ["add_jobs_arguments", "ingest_job_number", "reindex_as_job", "run_job", "run_jobs"]
 
 _EXIT_OK, _EXIT_FAILED = 0, 1
+#: How often ``quarry jobs run --follow`` looks for newly queued jobs: a claim is one indexed query.
+FOLLOW_POLL_S = 1.0
 
 #: Runs a claimed job from its stored arguments; returns (JSON summary, one line, exit code).
 Runner = Callable[["Runtime", JobRun], tuple[dict[str, Any], str, int]]
@@ -86,6 +89,8 @@ def add_jobs_arguments(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     run = actions.add_parser("run", help="run every queued job, oldest first (retries queued from MCP)",
                              epilog="example (in CI, after `quarry ingest`): quarry jobs run --json")
     run.add_argument("--json", action="store_true", help="print one JSON object per job")
+    run.add_argument("--follow", action="store_true",
+                     help="keep running: wait for jobs queued later (sources added over MCP) until interrupted")
 
 
 def run_jobs(runtime: Runtime, args: argparse.Namespace) -> int:
@@ -94,7 +99,7 @@ def run_jobs(runtime: Runtime, args: argparse.Namespace) -> int:
     if args.jobs_command == "list":
         return _list(pool, args)
     if args.jobs_command == "run":
-        return _run_queue(runtime, args.json)
+        return _run_queue(runtime, args.json, follow=args.follow)
     job_id = resolve_job_id(pool, args.job)
     if args.jobs_command == "show":
         detail = show_job(pool, job_id)
@@ -198,10 +203,16 @@ def _list(pool: ConnectionPool, args: argparse.Namespace) -> int:
     return _EXIT_OK
 
 
-def _run_queue(runtime: Runtime, as_json: bool) -> int:
+def _run_queue(runtime: Runtime, as_json: bool, *, follow: bool = False) -> int:
     code = _EXIT_OK
     ran = 0
-    while (claimed := JobRun.claim(runtime.pool)) is not None:
+    while True:
+        claimed = JobRun.claim(runtime.pool)
+        if claimed is None:
+            if not follow:
+                break
+            time.sleep(FOLLOW_POLL_S)
+            continue
         ran += 1
         code = max(code, _report(*_execute(runtime, claimed), as_json=as_json))
     if not as_json:
@@ -242,17 +253,23 @@ def _report(claimed: JobRun, summary: dict[str, Any], line: str, code: int, *, a
 
 
 def _run_ingest(runtime: Runtime, claimed: JobRun) -> tuple[dict[str, Any], str, int]:
+    from engine.fetch.fetching import locate
+    from engine.fetch.locations import FetchOptions
     from engine.ingest.changes import changed_since
     from engine.ingest.pipeline import Ingestor
     from engine.ingest.sources import SourceSpec
 
     arguments = claimed.arguments
-    path = Path(arguments["path"])
     source = SourceSpec.model_validate(arguments["source"])
-    changed = None if not arguments.get("since") else changed_since(path, str(arguments["since"]))
+    # Jobs recorded before locations existed hold a folder under "path".
+    where = locate(str(arguments.get("location") or arguments["path"]), runtime.settings, source.slug,
+                   FetchOptions.from_arguments(arguments.get("fetch")), remote_only=arguments.get("origin") == "mcp")
+    changed = None
+    if arguments.get("since") and isinstance(where, Path):
+        changed = changed_since(where, str(arguments["since"]))
     ingestor = Ingestor(runtime.pool, runtime.embedders, max_file_bytes=runtime.settings.max_file_bytes)
     # A queued job waits for a running ingest of its source rather than failing BUSY.
-    summary = ingestor.ingest(path, source, wait_for_lock=True, changed=changed, job=claimed)
+    summary = ingestor.ingest(where, source, wait_for_lock=True, changed=changed, job=claimed)
     return summary.as_dict(), summary.one_line(), _EXIT_FAILED if summary.failed else _EXIT_OK
 
 
@@ -290,4 +307,13 @@ def reindex_as_job(pool: ConnectionPool, parts: Sequence[Part] | None = None,
     return summary
 
 
-_RUNNERS: dict[str, Runner] = {"ingest": _run_ingest, "reembed": _run_reembed, "reindex": _run_reindex}
+def _run_remove_source(runtime: Runtime, claimed: JobRun) -> tuple[dict[str, Any], str, int]:
+    from engine.admin.sources import remove_source
+
+    assert claimed.source is not None
+    removed = remove_source(runtime.pool, claimed.source, runtime.settings.fetch_dir, job=claimed)
+    return asdict(removed), removed.one_line(), _EXIT_OK
+
+
+_RUNNERS: dict[str, Runner] = {"ingest": _run_ingest, "reembed": _run_reembed, "reindex": _run_reindex,
+                               "remove_source": _run_remove_source}

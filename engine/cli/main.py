@@ -13,6 +13,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, get_args
 
@@ -21,7 +22,7 @@ import psycopg_pool
 
 from engine.admin.jobs import JobCancelledError
 from engine.embed.base import SPACES, TEXT_SPACE
-from engine.errors import BusyError, QuarryError, UnavailableError
+from engine.errors import BusyError, InvalidRequestError, QuarryError, UnavailableError
 from engine.ingest.sources import Attribution, SourceKind
 from engine.retrieval.empty_answers import INGEST_HINT, nothing_to_search
 from engine.retrieval.request import (
@@ -70,14 +71,38 @@ def build_parser() -> argparse.ArgumentParser:
     psql.add_argument("psql_args", nargs=argparse.REMAINDER, help="arguments passed to psql")
 
     ingest = commands.add_parser(
-        "ingest", help="ingest a directory or a single file into a source (incremental)",
-        description="Bring a source in line with a directory: new and changed files are parsed, embedded and "
-                    "written, files gone from it are deleted, unchanged ones cost a hash comparison.",
-        epilog="examples: quarry ingest ./docs --source my-docs --kind docs_site --url-template "
-               "'https://example.com/{path_no_ext}'; in CI: quarry ingest ./docs --source my-docs --since origin/main",
+        "ingest", help="ingest a folder, a file, a website, a package or a git repository into a source",
+        description="Bring a source in line with a location: new and changed files are parsed, embedded and "
+                    "written, files gone from it are deleted, unchanged ones cost a hash comparison (a website: "
+                    "a conditional request). Without a location, the source's recorded one is read again.",
+        epilog="examples:\n"
+               "  quarry ingest ./docs --source my-docs --kind docs_site --url-template "
+               "'https://example.com/{path_no_ext}'\n"
+               "  quarry ingest ./docs --source my-docs --since origin/main      # in CI\n"
+               "  quarry ingest https://docs.example.com/guide/ --source guide --max-pages 500\n"
+               "  quarry ingest pypi:requests==2.32.3 --source requests-2.32\n"
+               "  quarry ingest npm:zod@3.23.8 --source zod-3\n"
+               "  quarry ingest https://github.com/org/repo.git@v1.2 --source repo\n"
+               "  quarry ingest --source guide                  # refresh from the recorded location\n"
+               "  quarry ingest --retry-failed guide            # re-fetch only the pages that failed",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ingest.add_argument("path", type=Path, help="directory to ingest (or a single file)")
-    ingest.add_argument("--source", required=True, help="source slug, e.g. postgres-docs")
+    ingest.add_argument("location", nargs="?",
+                        help="a folder or file, https://… (a website), pypi:NAME[==VERSION], npm:NAME[@VERSION], "
+                             "or a git URL (…/repo.git@REF, git+file:///path@REF); default: the source's recorded "
+                             "location")
+    ingest.add_argument("--source", help="source slug, e.g. postgres-docs")
+    ingest.add_argument("--retry-failed", metavar="SOURCE", nargs="?", const="", default=None,
+                        help="website sources: fetch again only the pages that failed last time")
+    ingest.add_argument("--include", action="append", default=[], metavar="GLOB",
+                        help="websites: crawl URL paths matching this glob (repeatable; default: the start "
+                             "page's folder)")
+    ingest.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                        help="websites: never crawl URL paths matching this glob (repeatable)")
+    ingest.add_argument("--max-pages", type=int, metavar="N", help="websites: stop after N pages")
+    ingest.add_argument("--max-depth", type=int, metavar="N", help="websites: follow links at most N hops")
+    ingest.add_argument("--delay", type=float, metavar="SECONDS",
+                        help="websites: wait between requests to one host (robots.txt Crawl-delay raises it)")
     ingest.add_argument("--display-name", help="human-readable source name")
     ingest.add_argument("--kind", choices=get_args(SourceKind),
                         help="what the source is: sets how fast its results lose trust with age and is a search "
@@ -97,6 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="read only files changed since this git revision (renames, deletions, uncommitted "
                              "and untracked files included); CI needs full history, e.g. fetch-depth: 0")
     ingest.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+    remove = commands.add_parser("remove", help="remove a source with all its documents (one transaction)",
+                                 epilog="example: quarry remove old-docs --yes")
+    remove.add_argument("source", help="source slug")
+    remove.add_argument("--yes", action="store_true", help="confirm: the source cannot be restored but by "
+                                                           "ingesting it again")
 
     search = commands.add_parser("search", help="search the corpus",
                                  epilog='example: quarry search "parse user id" --mode fts --json')
@@ -279,6 +310,13 @@ def _dispatch(args: argparse.Namespace) -> int:
             from engine.cli.grep import run_grep
 
             return run_grep(runtime, args)
+        if args.command == "remove":
+            from engine.admin.sources import remove_source
+
+            if not args.yes:
+                raise InvalidRequestError(f"removing {args.source!r} deletes all its documents: add --yes")
+            print(remove_source(runtime.pool, args.source, runtime.settings.fetch_dir).one_line())
+            return EXIT_OK
         if args.command == "status":
             return _status(runtime)
         if args.command == "reembed":
@@ -381,27 +419,41 @@ def _keys(runtime: Runtime, args: argparse.Namespace) -> int:
 
 def _ingest(runtime: Runtime, args: argparse.Namespace) -> int:
     from engine.cli.jobs import ingest_job_number
-    from engine.cli.progress import IngestDisplay, list_totals
+    from engine.cli.progress import IngestDisplay
+    from engine.fetch.fetching import locate, recorded_location
+    from engine.fetch.locations import FetchOptions
     from engine.ingest.changes import changed_since
     from engine.ingest.pipeline import Ingestor
     from engine.ingest.sources import SourceSpec
     from engine.ingest.summary import skipped_lines
 
+    slug = args.source or args.retry_failed
+    if not slug:
+        raise InvalidRequestError("--source is required (or --retry-failed SOURCE)")
     source = SourceSpec(
-        slug=args.source, display_name=args.display_name, kind=args.kind, attribution=args.attribution,
+        slug=slug, display_name=args.display_name, kind=args.kind, attribution=args.attribution,
         base_url=args.base_url, url_template=args.url_template, version=args.source_version,
     )
-    changed = None if args.since is None else changed_since(args.path, args.since)
-    max_file_bytes = runtime.settings.max_file_bytes
-    totals = None
-    if args.path.exists():  # else the ingest says what is wrong, before any model is prepared
-        totals = list_totals(args.path, max_file_bytes=max_file_bytes, changed=changed)
+    options = FetchOptions(tuple(args.include), tuple(args.exclude), args.max_pages, args.max_depth, args.delay)
+    location = args.location
+    if location is None:  # a refresh: as recorded, unless this command says how to fetch
+        location, recorded = recorded_location(runtime.pool, slug)
+        options = options if options != FetchOptions() else recorded
+    options = replace(options, retry_failed_only=args.retry_failed is not None)
+    where = locate(location, runtime.settings, slug, options)
+    changed = None
+    if args.since is not None:
+        if not isinstance(where, Path):
+            raise InvalidRequestError("--since reads a local git work tree; a git location diffs against the "
+                                      "last ingested commit by itself")
+        changed = changed_since(where, args.since)
+    if not isinstance(where, Path) or where.exists():  # else the ingest says what is wrong, before any model
         _prepare_local_model(runtime)
-    ingestor = Ingestor(runtime.pool, runtime.embedders, max_file_bytes=max_file_bytes)
+    ingestor = Ingestor(runtime.pool, runtime.embedders, max_file_bytes=runtime.settings.max_file_bytes)
     # Progress goes to stderr, so a terminal there gets the live line even when stdout is piped
     # (--json > summary.json), and a CI log gets a plain line every few seconds.
-    with IngestDisplay(sys.stderr, totals, live=sys.stderr.isatty()) as display:
-        summary = ingestor.ingest(args.path, source, wait_for_lock=args.wait, progress=display.update,
+    with IngestDisplay(sys.stderr, None, live=sys.stderr.isatty()) as display:
+        summary = ingestor.ingest(where, source, wait_for_lock=args.wait, progress=display.update,
                                   changed=changed)
     if args.json:
         print(json.dumps(summary.as_dict(), indent=2))
@@ -410,8 +462,8 @@ def _ingest(runtime: Runtime, args: argparse.Namespace) -> int:
             print(f"failed: {path}: {reason}", file=sys.stderr)
         if summary.skipped:
             number = ingest_job_number(runtime.pool, source.slug)
-            where = "--json" if number is None else f"--json or quarry jobs show {number}"
-            for line in skipped_lines(summary.skipped, limit=SKIPPED_SHOWN, more=f"(see {where})"):
+            where_listed = "--json" if number is None else f"--json or quarry jobs show {number}"
+            for line in skipped_lines(summary.skipped, limit=SKIPPED_SHOWN, more=f"(see {where_listed})"):
                 print(line, file=sys.stderr)
         print(summary.one_line())
     return EXIT_FAILED if summary.failed else EXIT_OK

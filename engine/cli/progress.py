@@ -5,8 +5,9 @@ chunks written and embedded, the file being read). On a terminal it redraws one 
 few times a second; elsewhere (a CI log) it prints a plain line every ~10 seconds, so a long
 ingest is never silent there.
 
-Totals come from listing the tree up front as the pipeline does (``list_tree``: names and sizes,
-no file read), which is cheap beside reading and parsing every file. Progress and ETA count the
+Totals come from the pipeline once it has listed the tree (names and sizes, no file read yet;
+for a fetched location, once the fetch is done), which is cheap beside reading and parsing every
+file. While a location is fetched, the line says what the fetcher last reported. Progress and ETA count the
 files whose outcome is settled (written, unchanged, skipped or failed), weighted by their bytes:
 the parser runs ahead of the writers, so the files it has read say little about the time left.
 The ETA leaves out the last step, building deferred indexes and statistics, which shows as
@@ -23,15 +24,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from itertools import accumulate
-from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    from engine.ingest.changes import ChangeSet
     from engine.ingest.summary import IngestProgress
 
-__all__ = ["IngestDisplay", "TreeTotals", "announce_if_slow", "format_duration", "list_totals"]
+__all__ = ["IngestDisplay", "TreeTotals", "announce_if_slow", "format_duration"]
 
 #: How often the terminal line is redrawn: smooth, without printing for every file.
 LIVE_REDRAW_S = 0.25
@@ -85,21 +83,6 @@ class TreeTotals:
         return (self.bytes_through[items - 1] if items else 0) / self.bytes
 
 
-def list_totals(root: Path, *, max_file_bytes: int, changed: ChangeSet | None) -> TreeTotals | None:
-    """The totals of the listing ``Ingestor.ingest`` will read; None when the root cannot be listed."""
-    from engine.ingest.changed_files import is_ingested
-    from engine.ingest.walk import Candidate, list_tree
-
-    # As the pipeline lists it: with --since only the files git reported, unless an ignore file
-    # changed (then everything, as new rules can admit files git did not report).
-    only = None if changed is None or changed.touches_ignore_rules else changed.modified
-    try:
-        listing = list_tree(root, is_supported=is_ingested, max_file_bytes=max_file_bytes, only=only)
-    except OSError:  # the ingest itself reports what is wrong with the root
-        return None
-    return TreeTotals(tuple(accumulate(item.size if isinstance(item, Candidate) else 0 for item in listing)))
-
-
 @dataclass(slots=True)
 class _Seen:
     """The last progress reported, copied: the pipeline's threads keep changing theirs."""
@@ -109,6 +92,7 @@ class _Seen:
     path: str = ""
     chunks_written: int = 0
     vectors_embedded: int = 0
+    fetching: str = ""
 
 
 class IngestDisplay:
@@ -135,12 +119,19 @@ class IngestDisplay:
     def update(self, state: IngestProgress) -> None:
         now = self._clock()
         with self._lock:
+            news = (self._totals is None and state.bytes_through is not None) or (
+                bool(state.fetching) and not self._seen.fetching)
             self._seen = _Seen(state.files_seen, state.files_done, state.current_path, state.chunks_written,
-                               state.vectors_embedded)
-            if self._working_since is None:
+                               state.vectors_embedded, state.fetching)
+            if self._totals is None and state.bytes_through is not None:  # the pipeline has listed the tree
+                self._totals = TreeTotals(state.bytes_through)
+            if self._working_since is None and state.files_seen > 0:
                 self._working_since = now
-            if self._totals is not None and state.files_done >= self._totals.files and self._all_done_at is None:
+            if self._totals is not None and state.files_done >= self._totals.files and self._all_done_at is None \
+                    and self._working_since is not None:
                 self._all_done_at = now
+        if news:  # what there is to do, or that a fetch began: worth a line at once
+            self._show()
 
     def line(self) -> str:
         """The progress as one line, without the file being read (``current_path``)."""
@@ -150,7 +141,7 @@ class IngestDisplay:
         totals = self._totals
         if working_since is None:
             waited = now - self._started
-            said = "starting"
+            said = seen.fetching or "starting"
             if totals is not None:
                 said += f": {_files(totals.files)} to read, {_megabytes(totals.bytes)}"
             return said if waited < 1 else f"{said} ({format_duration(waited)})"
@@ -183,7 +174,8 @@ class IngestDisplay:
         return seen.path
 
     def __enter__(self) -> IngestDisplay:
-        self._show()  # at once: how much there is to read
+        if self._totals is not None:
+            self._show()  # at once: how much there is to read
         self._thread.start()
         return self
 

@@ -127,8 +127,9 @@ def needs_model(groups: Sequence[ModelGroup], segment: Segment) -> bool:
 
 
 def copy_documents(conn: Connection[Any], source_id: int, base_url: str | None, url_template: str | None,
-                   documents: Sequence[PendingDocument], document_ids: Sequence[UUID]) -> None:
-    """COPY the documents' rows (binary), under the ids given."""
+                   urls: Mapping[str, str], documents: Sequence[PendingDocument],
+                   document_ids: Sequence[UUID]) -> None:
+    """COPY the documents' rows (binary), under the ids given; ``urls`` overrides the source's URL rule per path."""
     with conn.cursor().copy(
         "copy quarry.documents (id, source_id, path, title, url, content_hash, raw, content_type,"
         " language, parser_version) from stdin with (format binary)"
@@ -137,7 +138,7 @@ def copy_documents(conn: Connection[Any], source_id: int, base_url: str | None, 
         for doc_id, doc in zip(document_ids, documents, strict=True):
             copy.write_row((
                 doc_id, source_id, doc.path, doc.parsed.title,
-                document_url(base_url, url_template, doc.path), doc.content_hash, doc.raw,
+                urls.get(doc.path) or document_url(base_url, url_template, doc.path), doc.content_hash, doc.raw,
                 doc.parsed.content_type, doc.parsed.language, PARSER_VERSION,
             ))
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,6 +83,8 @@ class WriteTarget:
     source_id: int
     base_url: str | None
     url_template: str | None
+    #: Citation URLs a fetcher knows per document path (a page's final URL), over the source's template.
+    urls: Mapping[str, str]
     groups: list[ModelGroup]
     lock_conn: Connection[Any]
     job: JobRun
@@ -206,7 +208,8 @@ class BatchWriter:
             replaced = [doc.replaces for doc in documents if doc.replaces is not None]
             if replaced:
                 conn.execute("select quarry.delete_documents(%s)", (replaced,))
-            copy_documents(conn, target.source_id, target.base_url, target.url_template, documents, document_ids)
+            copy_documents(conn, target.source_id, target.base_url, target.url_template, target.urls, documents,
+                           document_ids)
             store_versions(conn, [StatedVersions(doc_id, target.source_id, doc.path, doc.manifest_kind,
                                                  doc.constraints)
                                   for doc_id, doc in zip(document_ids, documents, strict=True)])

@@ -24,16 +24,20 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 from psycopg import Connection
+from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from engine.admin.jobs import JobRun
 from engine.embed.base import CODE_SPACE, Embedder
 from engine.errors import BusyError
+from engine.fetch.fetching import Fetcher
+from engine.fetch.tree import FetchedTree
 from engine.ingest.batch import ModelGroup, PendingDocument, Segment
 from engine.ingest.batch_writer import WRITE_CHUNKS, BatchWriter, WriteTarget
 from engine.ingest.changed_files import StoredDocument, is_ingested, prepare_document
@@ -66,11 +70,15 @@ _WRITERS = 2
 _HELD_CONNECTIONS = 2
 
 
-def _start_job(pool: ConnectionPool, job: JobRun | None, root: Path, source: SourceSpec, wait_for_lock: bool,
-               since: str | None) -> JobRun:
-    """The job this ingest runs as (``job`` when a worker claimed a queued one), started."""
-    arguments = {"path": str(root), "source": source.model_dump(exclude_none=True), "wait": wait_for_lock,
-                  "since": since}
+def _start_job(pool: ConnectionPool, job: JobRun | None, where: Path | Fetcher, source: SourceSpec,
+               wait_for_lock: bool, since: str | None) -> JobRun:
+    """The job this ingest runs as (``job`` when a worker claimed a queued one), started.
+
+    Its arguments are what a retry needs: the folder, or the location and how to fetch it.
+    """
+    located: dict[str, object] = {"path": str(where)} if isinstance(where, Path) else where.arguments
+    arguments = {**located, "source": source.model_dump(exclude_none=True), "wait": wait_for_lock,
+                 "since": since}
     run = job or JobRun.create(pool, "ingest", source.slug, arguments)
     run.start()
     return run
@@ -97,7 +105,7 @@ class Ingestor:
 
     def ingest(
         self,
-        root: Path,
+        where: Path | Fetcher,
         source: SourceSpec,
         *,
         wait_for_lock: bool = False,
@@ -105,40 +113,58 @@ class Ingestor:
         changed: ChangeSet | None = None,
         job: JobRun | None = None,
     ) -> IngestSummary:
-        """Bring ``source`` in line with the tree at ``root``, or with the one file ``root`` names.
+        """Bring ``source`` in line with the tree at ``where``, the one file it names, or what it fetches.
 
         A file is ingested as a tree holding only itself: its document's path is its name.
-        With ``changed`` (from ``changed_since``) only the paths git reported are read
-        or deleted; without it every file is compared with its stored hash.
+        A ``Fetcher`` (a website, a package, a git remote) fetches under the source's lock,
+        inside the job: its failures are the run's failures, and a page that failed to fetch
+        keeps its stored document. With ``changed`` (from ``changed_since``, or the fetcher's
+        git diff) only the paths git reported are read or deleted; without it every file is
+        compared with its stored hash.
         The run is recorded as a job (``engine.admin.jobs``), or runs as ``job`` when given.
         """
         started = time.perf_counter()
         summary = IngestSummary(source=source.slug)
-        if changed is not None:
-            summary.since, summary.changed_paths = changed.rev, len(changed.paths)
-            if changed.touches_ignore_rules:
-                changed = None  # new ignore rules can drop or admit files git did not report
-        root = root.resolve()
-        if not root.is_dir() and not root.is_file():
-            raise NotADirectoryError(f"not a directory nor a file: {root}")
+        if isinstance(where, Path):
+            where = where.resolve()
+            if not where.is_dir() and not where.is_file():
+                raise NotADirectoryError(f"not a directory nor a file: {where}")
         with self._pool.connection() as lock_conn:
-            source_id, base_url, url_template = self._upsert_source(lock_conn, source, root)
+            source_id, base_url, url_template, last_revision = self._upsert_source(lock_conn, source, where)
             self._lock_source(lock_conn, source_id, source.slug, wait_for_lock)
             run: JobRun | None = None
             writer: WriteBehind[Segment] | None = None
             indexes: DeferredIndexes | None = None
+            state = IngestProgress()
             try:
-                run = _start_job(self._pool, job, root, source, wait_for_lock, summary.since)
+                run = _start_job(self._pool, job, where, source, wait_for_lock,
+                                 None if changed is None else changed.rev)
+                fetched = None
+                if not isinstance(where, Path):
+                    fetched = self._fetch(where, last_revision, run, state, progress, summary)
+                if fetched is not None:
+                    self._take_fetched(lock_conn, source, source_id, fetched, summary)
+                    changed = changed or fetched.changed
+                root = fetched.root if fetched is not None else where
+                assert isinstance(root, Path)
+                if changed is not None:
+                    summary.since, summary.changed_paths = changed.rev, len(changed.paths)
+                    if changed.touches_ignore_rules:
+                        changed = None  # new ignore rules can drop or admit files git did not report
                 groups = self._model_groups()
                 stored = self._stored_documents(source_id)
                 only = None if changed is None else changed.modified
                 indexes = DeferredIndexes(self._pool, [space for group in groups for space in group.spaces])
-                listing = list_tree(root, is_supported=is_ingested, max_file_bytes=self._max_file_bytes, only=only)
+                listing = fetched.listing if fetched is not None and fetched.listing is not None else list_tree(
+                    root, is_supported=is_ingested, max_file_bytes=self._max_file_bytes, only=only)
                 indexes.start(sum(item.size for item in listing
                                   if isinstance(item, Candidate) and item.relative_path not in stored))
-                state = IngestProgress()
-                target = WriteTarget(source_id, base_url, url_template, groups, lock_conn, run, indexes, state,
-                                      progress, summary)
+                state.bytes_through = tuple(accumulate(
+                    item.size if isinstance(item, Candidate) else 0 for item in listing))
+                report_progress(progress, state, summary)  # what there is to read, before the first file
+                urls = {} if fetched is None else fetched.urls
+                target = WriteTarget(source_id, base_url, url_template, urls, groups, lock_conn, run, indexes,
+                                      state, progress, summary)
                 writer = WriteBehind(lambda segments: self._batches.write_segments(target, segments),
                                      depth=_WRITE_AHEAD, name=f"quarry-ingest-{source.slug}", threads=self._writers())
                 seen = self._parse_tree(listing, stored, writer, state, progress, summary)
@@ -150,8 +176,16 @@ class Ingestor:
                 # A file that failed to parse is in `seen`: its stored version stays. With `changed`
                 # the walk saw only changed files, so only the paths git reported can be gone.
                 affected = stored.keys() if changed is None else changed.paths
-                gone = [doc.id for path, doc in stored.items() if path not in seen and path in affected]
-                self._finish(lock_conn, source_id, gone, summary)
+                kept: set[str] = set()
+                if fetched is not None:  # counted after the files, so progress counts only the listing's
+                    summary.failed.extend(fetched.failed)
+                    summary.skipped.extend(fetched.skipped)
+                    kept = fetched.kept
+                gone = [doc.id for path, doc in stored.items()
+                        if path not in seen and path in affected and path not in kept]
+                revision = None if fetched is None or fetched.revision is None else (
+                    fetched.revision, where.revision_key if isinstance(where, Fetcher) else "")
+                self._finish(lock_conn, source_id, gone, summary, revision)
             except BaseException as error:
                 if writer is not None:
                     writer.abandon()  # the batch being written commits or rolls back whole
@@ -208,30 +242,73 @@ class Ingestor:
     # -- steps ---------------------------------------------------------------
 
     def _upsert_source(
-        self, conn: Connection[Any], source: SourceSpec, root: Path
-    ) -> tuple[int, str | None, str | None]:
+        self, conn: Connection[Any], source: SourceSpec, where: Path | Fetcher
+    ) -> tuple[int, str | None, str | None, str | None]:
+        """Create or update the source; returns its id, base URL, URL template and last ingested git commit.
+
+        The location and how it is fetched are recorded (``metadata.location``, ``metadata.fetch``)
+        so a refresh needs only the source's name; the commit is the last ingest's only when that
+        ingest read the same repository (``metadata.revision_of``), at whatever ref.
+        """
+        location = str(where) if isinstance(where, Path) else where.location.shown
+        revision_key = None if isinstance(where, Path) else where.revision_key
+        default_kind = None if isinstance(where, Path) else where.location.default_kind
+        fetch = {} if isinstance(where, Path) else where.options.as_arguments()
         row = conn.execute(
             """
-            insert into quarry.sources (slug, display_name, kind, attribution, base_url, url_template, root_path)
-            values (%(slug)s, coalesce(%(display_name)s, %(slug)s), coalesce(%(kind)s, 'mixed'),
-                    coalesce(%(attribution)s, 'unknown'), %(base_url)s, %(url_template)s, %(root)s)
+            with before as (select metadata from quarry.sources where slug = %(slug)s)
+            insert into quarry.sources (slug, display_name, kind, attribution, base_url, url_template, root_path,
+                                        metadata)
+            values (%(slug)s, coalesce(%(display_name)s, %(slug)s), coalesce(%(kind)s, %(default_kind)s, 'mixed'),
+                    coalesce(%(attribution)s, 'unknown'), %(base_url)s, %(url_template)s, %(root)s,
+                    jsonb_build_object('location', %(location)s::text, 'fetch', %(fetch)s::jsonb))
             on conflict (slug) do update set
                 display_name = coalesce(%(display_name)s, sources.display_name),
                 kind = coalesce(%(kind)s, sources.kind),
                 attribution = coalesce(%(attribution)s, sources.attribution),
                 base_url = coalesce(%(base_url)s, sources.base_url),
                 url_template = coalesce(%(url_template)s, sources.url_template),
-                root_path = %(root)s,
+                root_path = coalesce(%(root)s, sources.root_path),
+                metadata = sources.metadata
+                           || jsonb_build_object('location', %(location)s::text, 'fetch', %(fetch)s::jsonb),
                 updated_at = now()
-            returning id, base_url, url_template
+            returning id, base_url, url_template,
+                      (select b.metadata ->> 'revision' from before b
+                       where b.metadata ->> 'revision_of' = %(revision_key)s)
             """,
-            {**source.model_dump(), "root": str(root)},
+            {**source.model_dump(), "default_kind": default_kind, "location": location, "fetch": Jsonb(fetch),
+             "revision_key": revision_key,
+             "root": location if default_kind is None else None},
         ).fetchone()
         if source.version is not None:
             conn.execute("select quarry.set_source_version(%s, %s)", (source.slug, source.version))
         conn.commit()
         assert row is not None
-        return int(row[0]), row[1], row[2]
+        return int(row[0]), row[1], row[2], row[3]
+
+    def _fetch(self, fetcher: Fetcher, last_revision: str | None, run: JobRun, state: IngestProgress,
+               progress: ProgressCallback | None, summary: IngestSummary) -> FetchedTree:
+        """Fetch the location, showing what the fetcher says and recording it on the job."""
+
+        def said(line: str) -> None:
+            state.fetching = line
+            report_progress(progress, state, summary)
+
+        said(f"fetching {fetcher.location.shown}")
+        fetched = fetcher.fetch(last_revision, said)
+        state.fetching = ""
+        run.progress({"fetched": fetched.report})
+        return fetched
+
+    @staticmethod
+    def _take_fetched(conn: Connection[Any], source: SourceSpec, source_id: int, fetched: FetchedTree,
+                      summary: IngestSummary) -> None:
+        """Record what only the fetch knows: what it did, the folder, the exact version fetched."""
+        summary.fetched = fetched.report
+        conn.execute("update quarry.sources set root_path = %s where id = %s", (str(fetched.root), source_id))
+        if source.version is None and fetched.version is not None:  # the user's --source-version wins
+            conn.execute("select quarry.set_source_version(%s, %s)", (source.slug, fetched.version))
+        conn.commit()
 
     def _lock_source(self, conn: Connection[Any], source_id: int, slug: str, wait: bool) -> None:
         # Session-level advisory lock: two ingests of one source never interleave.
@@ -269,7 +346,9 @@ class Ingestor:
             ).fetchall()
         return {path: StoredDocument(doc_id, bytes(digest), version) for path, doc_id, digest, version in rows}
 
-    def _finish(self, conn: Connection[Any], source_id: int, gone: Iterable[UUID], summary: IngestSummary) -> None:
+    def _finish(self, conn: Connection[Any], source_id: int, gone: Iterable[UUID], summary: IngestSummary,
+                revision: tuple[str, str] | None) -> None:
+        """Delete what is gone and mark the source ingested; ``revision``: (git commit read, its repository)."""
         gone_ids = list(gone)
         # One transaction, BM25 rebuild included: a run killed before it commits leaves
         # last_ingested_at as it was, so the rerun still sees (and rebuilds for) every
@@ -279,7 +358,13 @@ class Ingestor:
                 conn.execute("select quarry.delete_documents(%s)", (gone_ids,))
             rebuild = self._text_index_needs_rebuild(conn, source_id)
             conn.execute("update quarry.documents set checked_at = now() where source_id = %s", (source_id,))
-            conn.execute("update quarry.sources set last_ingested_at = now() where id = %s", (source_id,))
+            # The git commit this ingest read: the next one diffs against it (only once it completed).
+            commit, repository = revision or (None, None)
+            conn.execute("update quarry.sources set last_ingested_at = now(),"
+                         " metadata = case when %(commit)s::text is null then metadata - 'revision' - 'revision_of'"
+                         " else metadata || jsonb_build_object('revision', %(commit)s::text,"
+                         "                                     'revision_of', %(repository)s::text) end"
+                         " where id = %(id)s", {"commit": commit, "repository": repository, "id": source_id})
             if rebuild:
                 started = time.perf_counter()
                 conn.execute("select quarry.rebuild_text_index()")

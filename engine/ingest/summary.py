@@ -41,6 +41,10 @@ class IngestProgress:
     chunks_written: int = 0
     vectors_embedded: int = 0
     files_done: int = 0
+    #: Once the tree is listed: ``bytes_through[n]`` is the size of its first n + 1 items together.
+    bytes_through: tuple[int, ...] | None = None
+    #: While a location is fetched (a crawl, a download, a clone): what the fetcher last said.
+    fetching: str = ""
 
 
 @dataclass
@@ -61,11 +65,13 @@ class IngestSummary:
     total_seconds: float = 0.0
     since: str | None = None  # the git revision of an incremental (--since) run
     changed_paths: int | None = None  # how many paths git reported changed since it
+    fetched: str | None = None  # what the fetcher did (a crawl, a download, a clone), in one line
 
     def one_line(self) -> str:
         scope = "" if self.since is None else f" since {self.since} ({self.changed_paths} paths changed)"
+        fetched = "" if not self.fetched else f"{self.fetched}\n"
         return (
-            f"{self.source}{scope}: {self.added} added, {self.updated} updated, {self.unchanged} unchanged, "
+            f"{fetched}{self.source}{scope}: {self.added} added, {self.updated} updated, {self.unchanged} unchanged, "
             f"{self.deleted} deleted, {len(self.skipped)} skipped, {len(self.failed)} failed; "
             f"{self.chunks_written} chunks, {self.vectors_embedded} embedded, "
             f"{self.vectors_reused} reused; {self.total_seconds:.1f}s "
@@ -75,6 +81,7 @@ class IngestSummary:
     def as_dict(self) -> dict[str, Any]:
         return {
             "source": self.source, "since": self.since, "changed_paths": self.changed_paths,
+            "fetched": self.fetched,
             "added": self.added, "updated": self.updated,
             "unchanged": self.unchanged, "deleted": self.deleted,
             "chunks_written": self.chunks_written, "vectors_embedded": self.vectors_embedded,

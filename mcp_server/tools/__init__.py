@@ -65,6 +65,7 @@ def all_tools() -> list[ToolSpec[Any]]:
     from mcp_server.tools.relations import NEIGHBORS
     from mcp_server.tools.routing import ROUTE_SOURCES
     from mcp_server.tools.search import ADVANCED_SEARCH, SEARCH
+    from mcp_server.tools.sources import ADD_SOURCE, REFRESH_SOURCE, REMOVE_SOURCE
     from mcp_server.tools.status import LIST_SOURCES, STATUS
     from mcp_server.tools.suggest import SUGGEST_QUERY_PARAMS
     from mcp_server.tools.urls import GENERATE_URLS
@@ -72,4 +73,5 @@ def all_tools() -> list[ToolSpec[Any]]:
 
     return [SEARCH, ADVANCED_SEARCH, GREP, FACETS, GET_DOCUMENT, GET_CHUNK, READ_DOCUMENT_BYTES, LIST_SOURCES, STATUS,
             COUNT, QUERY_DOCUMENTS, GENERATE_URLS, ROUTE_SOURCES, SUGGEST_QUERY_PARAMS, GUIDED_QUERY, JOBS,
-            NEIGHBORS, VECTOR_ADD, VECTOR_SEARCH, VECTOR_DELETE, VECTOR_COUNT]
+            NEIGHBORS, VECTOR_ADD, VECTOR_SEARCH, VECTOR_DELETE, VECTOR_COUNT, ADD_SOURCE, REFRESH_SOURCE,
+            REMOVE_SOURCE]
