@@ -74,6 +74,17 @@ def test_chrome_is_dropped_and_content_kept() -> None:
     assert_bounded_chunks(document)
 
 
+def test_docbook_navigation_tables_are_chrome_and_data_tables_are_not() -> None:
+    # Valgrind's manual (DocBook): prev/up/home bars as bare tables on every page, beside real tables.
+    page = ('<html><head><title>Memcheck</title></head><body>'
+            '<table summary="Navigation header" width="100%"><tr><td>NAV_PREV</td><td>NAV_HOME</td></tr></table>'
+            '<h1>Memcheck</h1><p>Finds leaks.</p><table summary="Options"><tr><td>--leak-check</td></tr></table>'
+            '<table summary="NAVIGATION footer"><tr><td>NAV_NEXT</td></tr></table></body></html>')
+    text = "\n".join(chunk.content for chunk in parse_document("mc-manual.html", page.encode()).chunks)
+    assert "NAV_" not in text
+    assert "Finds leaks." in text and "--leak-check" in text
+
+
 def test_title_heading_paths_and_code() -> None:
     document = parse_document("library/json.html", PAGE.encode())
     assert document.title == "json — JSON encoder"

@@ -95,8 +95,9 @@ _CHROME = ", ".join(
     (
         "script, style, noscript, template, iframe, svg, button, form, nav, aside, footer, header",
         "[role=navigation], [role=search], [role=banner], [role=contentinfo]",
-        # PostgreSQL (DocBook): prev/next/up bars and per-chapter tables of contents
-        "div.navheader, div.navfooter, div.toc",
+        # PostgreSQL (DocBook): prev/next/up bars and per-chapter tables of contents; other DocBook
+        # stylesheets (Valgrind's) draw the same bars as bare tables
+        "div.navheader, div.navfooter, div.toc, table[summary^=\"Navigation\" i]",
         # Sphinx: sidebar, breadcrumb bars, footer, pilcrow anchors
         "div.sphinxsidebar, div.related, div.footer, a.headerlink",
     )
