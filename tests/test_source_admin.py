@@ -150,6 +150,9 @@ def test_a_source_added_over_mcp_is_fetched_by_the_worker_and_searchable(
             row = conn.execute("select kind, attribution, metadata ->> 'location' from quarry.sources"
                                " where slug = 'mcp-guide'").fetchone()
         assert row == ("docs_site", "official", f"{base}/guide/")
+        listed = {source["slug"]: source for source in session.ok("list_sources")["sources"]}
+        assert listed["mcp-guide"]["location"] == f"{base}/guide/" and listed["mcp-guide"]["documents"] == 5
+        assert listed["mcp-guide"]["version"] is None
 
         # The worker checks again: a job queued for a private host runs only where that is allowed.
         session.ok("refresh_source", {"source": "mcp-guide"})

@@ -22,10 +22,14 @@ from mcp_server.tools import ToolContext, ToolSpec, one_token
 logger = logging.getLogger("quarry.mcp")
 
 _SOURCES = """
-    select slug, display_name, kind, attribution, verified, deprecated, base_url, last_ingested_at,
-           documents, chunks, embeddings
-    from quarry.source_stats
-    order by slug
+    select st.slug, st.display_name, st.kind, st.attribution, st.verified, st.deprecated, st.version,
+           -- a fetched location (URL, package, repository); a folder's path on the ingesting machine is not shown
+           case when s.metadata -> 'fetch' <> '{}'::jsonb then s.metadata ->> 'location' end as location,
+           st.base_url, st.last_ingested_at,
+           st.documents, st.chunks, st.embeddings
+    from quarry.source_stats st
+    join quarry.sources s on s.slug = st.slug
+    order by st.slug
 """
 
 _SPACES = """
@@ -148,8 +152,9 @@ LIST_SOURCES = ToolSpec(
     title="List indexed sources",
     description=(
         "Every indexed source (a docs site, code repository or set of standalone pages) with its slug, display "
-        "name, kind, attribution, verified and deprecated flags, base URL, document and chunk counts, "
-        "embeddings per space and last ingest time. Use a slug in advanced_search filters "
+        "name, kind, attribution, verified and deprecated flags, version (a package source: the exact release; "
+        "two releases of one package are two sources), the URL or package it was fetched from, base URL, document and "
+        "chunk counts, embeddings per space and last ingest time. Use a slug in advanced_search filters "
         "({\"source_slug\": {\"any_of\": [slug]}})."
     ),
     arguments=NoArgs,
