@@ -78,7 +78,10 @@ def main() -> None:
         for name in ("first crawl", "unchanged re-crawl", "one page changed"):
             if name == "one page changed":
                 page = site / "library" / "functions.html"
-                page.write_text(page.read_text() + "<p>One more paragraph about built-in functions.</p>")
+                text = page.read_text()
+                assert "Return the absolute value of a number." in text  # inside the page's main content
+                page.write_text(text.replace("Return the absolute value of a number.",
+                                             "Return the absolute value of a number, as abs() always has.", 1))
                 os.utime(page, (time.time() + 5, time.time() + 5))
             wall, summary, statuses = ingest(env, url, args.pages)
             runs.append(wall)
