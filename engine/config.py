@@ -66,6 +66,26 @@ class Settings(BaseSettings):
     #: RRF's k when fusion is rrf (QUARRY_RRF_K); None keeps quarry.ranking_defaults()'s.
     rrf_k: int | None = Field(default=None, ge=1)
 
+    # The search server (quarry serve / quarry mcp): its login and what one client may hold open.
+    #: The DSN the search server connects with. Unset: DATABASE_URL's server as the ``quarry_server``
+    #: login that migrations create (engine.store.db.server_database_url). Either way the server refuses
+    #: a login that is, or can become, a superuser.
+    server_database_url: SecretStr | None = None
+    #: A request's headers must arrive within this many seconds of the connection opening (or of the
+    #: previous response): slow-header connections are closed instead of held.
+    http_header_timeout_s: float = Field(default=10.0, gt=0, le=300)
+    #: An idle keep-alive connection is closed after this many seconds without a new request.
+    http_keepalive_timeout_s: float = Field(default=5.0, gt=0, le=300)
+    #: Open HTTP connections one server process accepts; beyond it a new one gets 503 and is closed.
+    http_max_connections: int = Field(default=1000, ge=1)
+    #: Open ``GET /mcp`` event streams, in total and per API key (or per client address without keys).
+    mcp_max_streams: int = Field(default=100, ge=0)
+    mcp_max_streams_per_key: int = Field(default=4, ge=0)
+    #: Failed key checks one client address may make before its requests are refused with
+    #: RATE_LIMITED (a burst of this many, regained at this many per minute).
+    auth_failure_burst: int = Field(default=20, ge=1)
+    auth_failures_per_minute: float = Field(default=10.0, gt=0)
+
     voyage_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("QUARRY_VOYAGE_API_KEY", "VOYAGE_API_KEY")
     )

@@ -15,18 +15,20 @@ from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from engine.config import Settings, get_settings
 from engine.embed.base import Embedder
 from engine.rerank.base import Reranker
 from engine.store.db import (
-    READER_ROLE,
     EmbeddedServerClaim,
     database_url,
     embedded_server_running,
     open_pool,
     restart_embedded_server,
+    server_database_url,
+    with_login_of,
 )
 from engine.store.migrations import ensure_migrated
 from engine.store.replicas import ReplicaSet
@@ -38,26 +40,31 @@ class Runtime:
     """Opens the database (booting the embedded server and migrating on first use) and loads models lazily."""
 
     def __init__(self, settings: Settings | None = None, *, read_only: bool = False) -> None:
-        """``read_only``: connections run as ``quarry_reader`` (the search server), which cannot write the corpus."""
+        """``read_only``: connections log in as the search server's own role (``quarry_server``, a member of
+        ``quarry_reader`` only), which cannot write the corpus, read keys or become anyone else."""
         self.settings = settings or get_settings()
         self.database_url = database_url(self.settings)
         self.read_only = read_only
         #: Set by ``keep_embedded_server``: what restarts the embedded database for a server.
         self.database_keeper: EmbeddedServerKeeper | None = None
         self._claim: EmbeddedServerClaim | None = None
-        ensure_migrated(self.database_url)
+        ensure_migrated(self.database_url)  # migrations keep the owner role
+        #: What the pool connects with: the owner's DSN, or the server's login when read-only.
+        self.pool_url = server_database_url(self.database_url, self.settings) if read_only else self.database_url
 
     @cached_property
     def pool(self) -> ConnectionPool:
-        return open_pool(self.database_url, self.settings, role=READER_ROLE if self.read_only else None)
+        return open_pool(self.pool_url, self.settings)
 
     @cached_property
     def replicas(self) -> ReplicaSet | None:
         """The read replicas (``READ_DATABASE_URLS``), health checks running; None when there are none."""
         if not self.settings.read_database_urls:
             return None
-        return ReplicaSet(self.settings.read_database_urls, self.pool, self.database_url, self.settings,
-                          role=READER_ROLE if self.read_only else None)
+        urls = self.settings.read_database_urls
+        if self.read_only:  # replicas replay the primary's roles: the same login works there
+            urls = tuple(with_login_of(url, self.pool_url) for url in urls)
+        return ReplicaSet(urls, self.pool, self.pool_url, self.settings)
 
     @cached_property
     def embedders(self) -> dict[str, Embedder]:
@@ -188,7 +195,10 @@ class EmbeddedServerKeeper:
             if self._closed.wait(retry_s):
                 return
             retry_s = min(2 * retry_s, KEEPER_MAX_RETRY_S)
-        if url != self.pool.conninfo:  # where the server takes a new TCP port each start (Windows)
+        # where the server takes a new TCP port each start (Windows); the pool keeps its own login
+        current = self.pool.conninfo if isinstance(self.pool.conninfo, str) else self.pool.conninfo()
+        url = with_login_of(url, current)
+        if conninfo_to_dict(url) != conninfo_to_dict(current):
             self.pool.conninfo = url
         # The pooled connections died with the server: dropped now, while still quiet, so the next
         # call gets a new one instead of finding them one checkout at a time.

@@ -4,14 +4,24 @@ Runs as ASGI middleware in front of the MCP app, before any MCP work. A refused
 request gets a JSON body in the error envelope (``UNAUTHORIZED`` with HTTP 401, or
 ``INVALID`` with 403/421 for a foreign Origin or Host). An accepted key's identity
 travels in the ASGI scope, where the tool handlers read it for rate limiting.
+
+A client address whose keys keep failing is refused before any check (``RATE_LIMITED``,
+HTTP 429, with ``retry_after``): guessing costs the server nothing once the budget is spent.
+Tools that write (``admin_database``) hand the caller's key to the database, which checks
+the admin scope itself.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 import psycopg
@@ -22,7 +32,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engine.errors import new_error_id
 from engine.store.api_keys import KeyRejected, KeyVerifier, VerifiedKey
+from engine.store.db import owner_pool
 from mcp_server.envelope import ErrorCode, ToolFailure
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
+
+    from mcp_server.tools import ToolContext
 
 logger = logging.getLogger("quarry.mcp")
 
@@ -99,20 +115,65 @@ def caller_of(request: Any) -> VerifiedKey | None:
 
 
 def error_response(status: int, code: ErrorCode, message: str, headers: dict[str, str] | None = None,
-                   error_id: str | None = None) -> JSONResponse:
-    return JSONResponse(ToolFailure(code, message, error_id=error_id).envelope(), status_code=status,
-                        headers=headers)
+                   error_id: str | None = None, retry_after: float | None = None) -> JSONResponse:
+    return JSONResponse(ToolFailure(code, message, error_id=error_id, retry_after=retry_after).envelope(),
+                        status_code=status, headers=headers)
+
+
+def client_address(scope: Scope) -> str:
+    """The peer's address (a proxy's, unless uvicorn is told to trust its forwarded headers)."""
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
+
+
+class FailedKeyLimiter:
+    """Failed key checks per client address: a bucket of ``burst``, regained at ``per_minute``.
+
+    In memory, per process: it bounds what one address can make this process spend on wrong
+    keys (a database round trip each, a scrypt run for a key not yet converted), and holds at
+    most ``max_clients`` addresses (the least recently failing ones are forgotten first).
+    """
+
+    def __init__(self, burst: int, per_minute: float, *, max_clients: int = 10_000) -> None:
+        self.burst = float(burst)
+        self.refill_per_second = per_minute / 60.0
+        self.max_clients = max_clients
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def retry_after(self, client: str) -> float:
+        """Seconds until ``client`` may try a key again; 0 when it may now."""
+        with self._lock:
+            tokens = self._level(client, time.monotonic())
+        return 0.0 if tokens >= 1 else (1 - tokens) / self.refill_per_second
+
+    def failed(self, client: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._buckets[client] = (max(0.0, self._level(client, now) - 1), now)
+            self._buckets.move_to_end(client)
+            while len(self._buckets) > self.max_clients:
+                self._buckets.popitem(last=False)
+
+    def _level(self, client: str, now: float) -> float:
+        stored = self._buckets.get(client)
+        if stored is None:
+            return self.burst
+        tokens, at = stored
+        return min(self.burst, tokens + (now - at) * self.refill_per_second)
 
 
 class RequestGate:
     """ASGI middleware: refuse foreign Hosts and Origins, then require a valid API key."""
 
-    def __init__(self, app: ASGIApp, policy: AccessPolicy, verifier: KeyVerifier | None) -> None:
+    def __init__(self, app: ASGIApp, policy: AccessPolicy, verifier: KeyVerifier | None,
+                 failures: FailedKeyLimiter | None = None) -> None:
         if policy.require_key and verifier is None:
             raise ValueError("a key verifier is required when keys are")
         self.app = app
         self.policy = policy
         self.verifier = verifier
+        self.failures = failures or FailedKeyLimiter(burst=20, per_minute=10.0)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -139,9 +200,16 @@ class RequestGate:
         if scheme.lower() != "bearer" or not token.strip():
             return error_response(401, "UNAUTHORIZED", "an API key is required: send 'Authorization: Bearer <key>' "
                                   "(create one with `quarry keys create NAME`)", challenge)
+        client = client_address(scope)
+        wait = self.failures.retry_after(client)
+        if wait > 0:
+            return error_response(429, "RATE_LIMITED", f"too many failed API keys from this address; retry after "
+                                  f"{wait:.1f} seconds", {"Retry-After": str(max(1, round(wait)))},
+                                  retry_after=wait)
         try:
             caller = await anyio.to_thread.run_sync(self.verifier.verify, token.strip())
         except KeyRejected as rejected:
+            self.failures.failed(client)
             return error_response(401, "UNAUTHORIZED", rejected.reason, challenge)
         except (psycopg.Error, psycopg_pool.PoolTimeout) as error:
             error_id = new_error_id()
@@ -150,3 +218,23 @@ class RequestGate:
                                   error_id=error_id)
         scope[CALLER_SCOPE_KEY] = caller
         return None
+
+
+@contextmanager
+def admin_database(context: ToolContext) -> Iterator[tuple[ConnectionPool, str | None]]:
+    """Where a tool that writes (job actions, vector writes) runs, and the key the database checks.
+
+    With a key: the server's own pool and the caller's key; the definer function verifies its admin
+    scope again, so a server that lost track of scopes still cannot write. Without keys (stdio,
+    ``--no-auth`` on loopback) the local user is the owner: a small pool on the owner's DSN. A
+    refusal by the database becomes UNAUTHORIZED.
+    """
+    caller = context.caller
+    if caller is not None:
+        pool, credential = context.backend.pool, caller.credential
+    else:
+        pool, credential = owner_pool(context.backend.settings), None
+    try:
+        yield pool, credential
+    except psycopg.errors.InsufficientPrivilege:
+        raise ToolFailure("UNAUTHORIZED", "this action needs an API key with the admin scope") from None

@@ -46,7 +46,7 @@ class RateLimiter:
 
     def charge(self, caller: VerifiedKey, cost: int) -> None:
         """Take ``cost`` tokens from the caller's bucket or raise ``RATE_LIMITED``. Blocking (one statement)."""
-        decision = take_rate_tokens(self.pool, caller.id, cost, capacity=self.policy.burst,
+        decision = take_rate_tokens(self.pool, caller, cost, capacity=self.policy.burst,
                                     refill_per_second=self.policy.refill_per_second)
         if not decision.granted:
             raise ToolFailure(

@@ -70,8 +70,8 @@ comment on function quarry.require_vector_fits_store(text, int, vector, text) is
 'Raise invalid_parameter_value (naming the vector as which, when given) unless quarry.vector_fits_store_index: a write''s check, for quarry.vector_upsert and quarry vectors load.';
 
 -- Vectors per namespace follow the rows through statement-level triggers (one update per
--- statement, however many rows a bulk load merges). The counts are written by a definer
--- function: the search server's role writes vectors, never the counts themselves.
+-- statement, however many rows a bulk load merges). The counts are written by definer
+-- functions: nobody but the owner writes them directly.
 create or replace function quarry.store_vectors_inserted() returns trigger
 language plpgsql volatile security definer
 set search_path = pg_catalog, pg_temp
@@ -289,16 +289,19 @@ create or replace function quarry.vector_upsert(
     embedding vector,
     metadata jsonb default '{}',
     namespace text default '',
-    metric text default null
+    metric text default null,
+    api_key text default null
 ) returns table (status text, dimension int, store_created boolean)
-language plpgsql volatile
-set search_path = quarry, public, pg_catalog
+language plpgsql volatile security definer
+-- pg_catalog first and pg_temp last: a definer's names resolve to nothing its callers could create
+set search_path = pg_catalog, quarry, public, pg_temp
 as $$
 #variable_conflict use_variable
 declare
     store record;
     outcome text;
 begin
+    perform quarry.require_admin_caller(api_key, 'writing vectors');
     if vector_id is null or length(vector_id) not between 1 and 256 then
         raise exception 'a vector id is 1 to 256 characters' using errcode = 'invalid_parameter_value';
     end if;
@@ -328,19 +331,21 @@ begin
 end
 $$;
 
-comment on function quarry.vector_upsert(text, text, vector, jsonb, text, text) is
-'Add or replace one vector (with metadata) in a store''s namespace, creating the store on first use; returns added, updated or unchanged.';
+comment on function quarry.vector_upsert(text, text, vector, jsonb, text, text, text) is
+'Add or replace one vector (with metadata) in a store''s namespace, creating the store on first use; returns added, updated or unchanged. api_key: an admin key, unless the login may write jobs itself.';
 
-create or replace function quarry.vector_delete(store_name text, vector_id text, namespace text default '')
-returns boolean
-language plpgsql volatile
-set search_path = quarry, public, pg_catalog
+create or replace function quarry.vector_delete(
+    store_name text, vector_id text, namespace text default '', api_key text default null
+) returns boolean
+language plpgsql volatile security definer
+set search_path = pg_catalog, quarry, public, pg_temp
 as $$
 #variable_conflict use_variable
 declare
     found_store int;
     deleted int;
 begin
+    perform quarry.require_admin_caller(api_key, 'deleting vectors');
     select s.id into found_store from quarry.vector_stores s where s.name = store_name;
     if found_store is null then
         return false;
@@ -353,8 +358,8 @@ begin
 end
 $$;
 
-comment on function quarry.vector_delete(text, text, text) is
-'Delete one vector from a store''s namespace; false when it was not there (or there is no such store).';
+comment on function quarry.vector_delete(text, text, text, text) is
+'Delete one vector from a store''s namespace; false when it was not there (or there is no such store). api_key: an admin key, unless the login may write jobs itself.';
 
 create or replace function quarry.vector_count(
     store_name text,

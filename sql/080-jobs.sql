@@ -138,17 +138,19 @@ $$;
 comment on function quarry.reap_interrupted_jobs(text, text) is
 'Record as interrupted every running job (of this kind and source, if given) whose process is gone; returns how many.';
 
--- The two writes the search server (quarry_reader) may make, as narrow definer functions:
--- it can stop a job and re-queue an existing one, never enqueue arbitrary work
--- (sql/085-job-grants.sql limits who may call them).
+-- The job writes the search server may make, as narrow definer functions: stop a job, re-queue
+-- an existing one, queue a source's ingest or removal. Each takes the caller's API key and
+-- checks its admin scope itself (quarry.require_admin_caller): the server's login alone, or a
+-- SQL bug in the server, can do none of them (sql/085-job-grants.sql limits who may call them).
 
-create or replace function quarry.request_job_cancel(job_id uuid) returns text
+create or replace function quarry.request_job_cancel(job_id uuid, api_key text default null) returns text
 language plpgsql volatile security definer
 set search_path = pg_catalog, pg_temp
 as $$
 declare
     job quarry.jobs;
 begin
+    perform quarry.require_admin_caller(api_key, 'cancelling a job');
     select * into job from quarry.jobs j where j.id = request_job_cancel.job_id for update;
     if job.id is null then
         raise exception 'no job with id %', job_id using errcode = 'no_data_found';
@@ -174,10 +176,11 @@ begin
 end
 $$;
 
-comment on function quarry.request_job_cancel(uuid) is
-'Cancel a job: a queued one at once, a running one after its current batch (returns cancelling); returns the status.';
+comment on function quarry.request_job_cancel(uuid, text) is
+'Cancel a job: a queued one at once, a running one after its current batch (returns cancelling); returns the status. api_key: an admin key, unless the login may write jobs itself.';
 
-create or replace function quarry.enqueue_job_retry(job_id uuid, new_job_id uuid) returns uuid
+create or replace function quarry.enqueue_job_retry(job_id uuid, new_job_id uuid, api_key text default null)
+returns uuid
 language plpgsql volatile security definer
 set search_path = pg_catalog, pg_temp
 as $$
@@ -186,6 +189,7 @@ declare
     live_status text;
     pending uuid;
 begin
+    perform quarry.require_admin_caller(api_key, 'retrying a job');
     select * into job from quarry.jobs j where j.id = enqueue_job_retry.job_id for update;
     if job.id is null then
         raise exception 'no job with id %', job_id using errcode = 'no_data_found';
@@ -209,17 +213,17 @@ begin
 end
 $$;
 
-comment on function quarry.enqueue_job_retry(uuid, uuid) is
-'Queue a new job (id new_job_id) with the arguments of a failed, interrupted or cancelled one; returns the queued id.';
+comment on function quarry.enqueue_job_retry(uuid, uuid, text) is
+'Queue a new job (id new_job_id) with the arguments of a failed, interrupted or cancelled one; returns the queued id. api_key: an admin key, unless the login may write jobs itself.';
 
--- The one way the search server queues new work, for admin keys (the tool checks the scope):
+-- The one way the search server queues new work, for admin keys (checked here and by the tool):
 -- an ingest of a remote location (add_source, refresh_source) or a source's removal. The
 -- arguments are stamped origin = 'mcp', and the worker that runs the job refuses local paths
 -- and private hosts for such jobs (engine.fetch.fetching.locate), so a key cannot make the
 -- worker read its own disk or the network behind it.
 
 create or replace function quarry.enqueue_source_job(
-    kind text, source text, arguments jsonb, new_job_id uuid
+    kind text, source text, arguments jsonb, new_job_id uuid, api_key text default null
 ) returns uuid
 language plpgsql volatile security definer
 set search_path = pg_catalog, pg_temp
@@ -227,6 +231,7 @@ as $$
 declare
     pending uuid;
 begin
+    perform quarry.require_admin_caller(api_key, 'queueing a source job');
     if kind not in ('ingest', 'remove_source') then
         raise exception 'jobs of kind % cannot be queued here', kind using errcode = 'invalid_parameter_value';
     end if;
@@ -246,5 +251,5 @@ begin
 end
 $$;
 
-comment on function quarry.enqueue_source_job(text, text, jsonb, uuid) is
-'Queue an ingest or a removal of a source (stamped origin mcp); returns the queued job id, or the one already waiting.';
+comment on function quarry.enqueue_source_job(text, text, jsonb, uuid, text) is
+'Queue an ingest or a removal of a source (stamped origin mcp); returns the queued job id, or the one already waiting. api_key: an admin key, unless the login may write jobs itself.';

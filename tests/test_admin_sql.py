@@ -222,10 +222,10 @@ def test_the_search_servers_role_can_authenticate_and_meter_keys(pool: Connectio
     reader = open_pool(database_url, Settings(database_url=database_url), role=READER_ROLE, min_size=1, max_size=1)
     try:
         with reader.connection() as conn:
-            (key_id,) = conn.execute("select id from quarry.find_api_key(%s)", (created.prefix,)).fetchone() or (None,)
-            assert key_id is not None
-            conn.execute("select quarry.note_api_key_use(%s)", (key_id,))
-            conn.execute("select * from quarry.take_rate_tokens(%s, 1, 60, 10)", (key_id,))
+            # A verdict for the presented key, never its hash; metering charges only that key's bucket.
+            assert conn.execute("select verdict, key_id from quarry.verify_api_key(%s)",
+                                (created.secret,)).fetchone() == ("ok", created.id)
+            conn.execute("select * from quarry.take_rate_tokens(%s, 1, 60, 10)", (created.secret,))
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute("select quarry.revoke_api_key('reader-check')")
     finally:

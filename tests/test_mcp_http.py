@@ -218,13 +218,13 @@ def test_keys_are_metered_one_token_per_distinct_query(keyed_url: str, session_p
 
 
 def test_the_bucket_refills_with_time(session_pool: ConnectionPool) -> None:
-    key = new_key(session_pool)
+    key = api_keys.KeyVerifier(session_pool).verify(new_key(session_pool).secret)
     fast = {"capacity": 10.0, "refill_per_second": 50.0}
-    assert api_keys.take_rate_tokens(session_pool, key.id, 10, **fast).granted
-    refused = api_keys.take_rate_tokens(session_pool, key.id, 5, **fast)
+    assert api_keys.take_rate_tokens(session_pool, key, 10, **fast).granted
+    refused = api_keys.take_rate_tokens(session_pool, key, 5, **fast)
     assert not refused.granted and 0 < refused.retry_after <= 0.1
     time.sleep(refused.retry_after + 0.02)
-    assert api_keys.take_rate_tokens(session_pool, key.id, 5, **fast).granted
+    assert api_keys.take_rate_tokens(session_pool, key, 5, **fast).granted
 
 
 # --- degradation --------------------------------------------------------------------------------------------------

@@ -213,10 +213,13 @@ def resolve_job_id(pool: ConnectionPool, text: str) -> UUID:
         raise InvalidRequestError(f"not a job id or number: {text!r}") from None
 
 
-# -- requests (also allowed to the read-only search role) ---------------------
+# -- requests (also allowed to the search server's login, with an admin key) ---
+# ``api_key``: the caller's admin key, which the definer function checks itself; None for a
+# login that may write jobs on its own (the owner role). Without either the database raises
+# psycopg.errors.InsufficientPrivilege.
 
 
-def request_cancel(pool: ConnectionPool, job_id: UUID) -> str:
+def request_cancel(pool: ConnectionPool, job_id: UUID, *, api_key: str | None = None) -> str:
     """Cancel a job; returns its status after the request.
 
     ``cancelled``: it was queued and will not run. ``cancelling``: it runs, and stops
@@ -225,21 +228,21 @@ def request_cancel(pool: ConnectionPool, job_id: UUID) -> str:
     """
     with pool.connection() as conn:
         try:
-            row = conn.execute("select quarry.request_job_cancel(%s)", (job_id,)).fetchone()
+            row = conn.execute("select quarry.request_job_cancel(%s, %s)", (job_id, api_key)).fetchone()
         except psycopg.errors.NoDataFound:
             raise NotFoundError(f"no job with id {job_id}") from None
     assert row is not None
     return str(row[0])
 
 
-def enqueue_retry(pool: ConnectionPool, job_id: UUID) -> UUID:
+def enqueue_retry(pool: ConnectionPool, job_id: UUID, *, api_key: str | None = None) -> UUID:
     """Queue a re-run of a failed, interrupted or cancelled job; returns the queued job's id.
 
     Idempotent while the retry waits: asking again returns the job already queued.
     """
     with pool.connection() as conn:
         try:
-            row = conn.execute("select quarry.enqueue_job_retry(%s, %s)", (job_id, uuid7())).fetchone()
+            row = conn.execute("select quarry.enqueue_job_retry(%s, %s, %s)", (job_id, uuid7(), api_key)).fetchone()
         except psycopg.errors.NoDataFound:
             raise NotFoundError(f"no job with id {job_id}") from None
         except psycopg.errors.InvalidParameterValue as error:
@@ -249,7 +252,7 @@ def enqueue_retry(pool: ConnectionPool, job_id: UUID) -> UUID:
 
 
 def enqueue_source_job(pool: ConnectionPool, kind: Literal["ingest", "remove_source"], source: str,
-                       arguments: Mapping[str, Any]) -> tuple[UUID, bool]:
+                       arguments: Mapping[str, Any], *, api_key: str | None = None) -> tuple[UUID, bool]:
     """Queue an ingest or a removal of ``source`` (MCP's admin tools); returns (job id, whether it is new).
 
     A job of that kind already waiting for the source is returned instead of a second one.
@@ -257,8 +260,8 @@ def enqueue_source_job(pool: ConnectionPool, kind: Literal["ingest", "remove_sou
     new_id = uuid7()
     with pool.connection() as conn:
         try:
-            row = conn.execute("select quarry.enqueue_source_job(%s, %s, %s, %s)",
-                               (kind, source, Jsonb(dict(arguments)), new_id)).fetchone()
+            row = conn.execute("select quarry.enqueue_source_job(%s, %s, %s, %s, %s)",
+                               (kind, source, Jsonb(dict(arguments)), new_id, api_key)).fetchone()
         except psycopg.errors.InvalidParameterValue as error:
             raise InvalidRequestError(error.diag.message_primary or "this job cannot be queued") from None
     assert row is not None

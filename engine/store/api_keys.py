@@ -1,22 +1,24 @@
 """API keys for the hosted MCP endpoint: create, list, revoke, verify; and per-key rate limits.
 
-A key reads ``qry_<prefix>_<secret>``: the 12-character prefix is public and finds the
-row; the secret is 32 random bytes. Only a salted scrypt hash of the whole key is
-stored (with the KDF parameters, so the cost can be raised later), and hashes are
-compared in constant time. Verifying a key costs one scrypt run per process: a
-verified key is remembered by its SHA-256 together with the stored hash it matched,
-while revocation is read from the database on every request, so it takes effect at once.
+A key reads ``qry_<prefix>_<secret>``: the 12-character prefix is public and finds the row;
+the secret is 32 random bytes. A key is that much entropy, so it needs no slow KDF: the
+database stores HMAC-SHA-256 of the whole key under a per-deployment secret only the owner
+role reads (sql/060-api-keys.sql, alembic 0018), and compares digests in constant time. The
+search server never reads a hash: it asks ``quarry.verify_api_key`` for a verdict, which
+costs the same for a known and an unknown prefix. Revocation is read on every request.
+
+Keys stored by older versions with scrypt are converted on their next successful use: the
+verdict ``legacy`` hands over the salt, the server derives scrypt once, and
+``quarry.upgrade_legacy_api_key`` stores the HMAC if it matched. Until then such a key's
+prefix costs a scrypt run (tens of milliseconds) to try, which the server's pre-auth limiter
+bounds per client; re-issuing the key (``quarry keys create`` + ``revoke``) ends it at once.
 """
 
 from __future__ import annotations
 
 import hashlib
-import hmac
-import re
 import secrets
-import threading
-from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 from uuid import UUID
@@ -30,12 +32,9 @@ from engine.errors import InvalidRequestError, NotFoundError
 Scope = Literal["search", "admin"]
 SCOPES: tuple[Scope, ...] = ("search", "admin")
 
-_KEY_PATTERN = re.compile(r"qry_([a-z0-9]{12})_([A-Za-z0-9_-]{43})")
+#: How stored keys are hashed now (``quarry.api_keys.kdf``).
+KEY_DIGEST = "hmac-sha256"
 _PREFIX_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
-# scrypt at n=2**14, r=8 takes ~16 MiB and tens of milliseconds: negligible once per
-# key per process, expensive for anyone grinding a stolen table.
-_SCRYPT_N, _SCRYPT_R, _SCRYPT_P = 2**14, 8, 1
-_VERIFIED_CACHE_SIZE = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,25 +61,30 @@ class KeySummary:
 
 @dataclass(frozen=True, slots=True)
 class VerifiedKey:
-    """Who is calling: the key that authenticated a request."""
+    """Who is calling: the key that authenticated a request.
+
+    ``credential`` is the presented key itself, kept for the request so that definer functions
+    (job actions, vector writes, rate-limit charges) can check it again in the database:
+    the server's own login can do none of those without it. Never shown or logged.
+    """
 
     id: UUID
     name: str
     scopes: list[str]
+    credential: str = field(default="", repr=False, compare=False)
 
     def allows(self, scope: Scope) -> bool:
         return scope in self.scopes or "admin" in self.scopes
 
 
 @dataclass(frozen=True, slots=True)
-class _StoredKey:
-    id: UUID
-    name: str
-    salt: bytes
-    hash: bytes
-    kdf: str
-    scopes: list[str]
-    revoked_at: datetime | None
+class _Verdict:
+    verdict: str
+    key_id: UUID | None
+    key_name: str | None
+    key_scopes: list[str] | None
+    legacy_salt: bytes | None = None
+    legacy_kdf: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,11 +102,12 @@ class KeyRejected(Exception):
         self.reason = reason
 
 
-def _kdf_name() -> str:
-    return f"scrypt:{_SCRYPT_N}:{_SCRYPT_R}:{_SCRYPT_P}"
+_REASONS = {"malformed": "malformed API key: expected qry_<prefix>_<secret>", "unknown": "unknown API key",
+            "revoked": "this API key was revoked"}
 
 
-def _derive(key: str, salt: bytes, kdf: str) -> bytes:
+def _scrypt(key: str, salt: bytes, kdf: str) -> bytes:
+    """The hash older versions stored: ``scrypt:N:r:p`` of the whole key (only for converting it)."""
     algorithm, n, r, p = kdf.split(":")
     if algorithm != "scrypt":
         raise ValueError(f"unsupported key derivation {algorithm!r}")
@@ -110,20 +115,18 @@ def _derive(key: str, salt: bytes, kdf: str) -> bytes:
 
 
 def create_key(pool: ConnectionPool, name: str, scopes: list[Scope] | None = None) -> CreatedKey:
-    """Mint a key, store its salted hash and return it (the only time the key is visible)."""
+    """Mint a key, store its HMAC and return it (the only time the key is visible). Needs the owner role."""
     chosen = sorted(set(scopes or ["search"]))
     if not chosen or any(scope not in SCOPES for scope in chosen):
         raise InvalidRequestError(f"scopes must be among {', '.join(SCOPES)}")
     prefix = "".join(secrets.choice(_PREFIX_ALPHABET) for _ in range(12))
     key = f"qry_{prefix}_{secrets.token_urlsafe(32)}"
-    salt = secrets.token_bytes(16)
-    kdf = _kdf_name()
     try:
         with pool.connection() as conn:
             row = conn.execute(
                 "insert into quarry.api_keys (name, prefix, salt, hash, kdf, scopes)"
-                " values (%s, %s, %s, %s, %s, %s) returning id",
-                (name, prefix, salt, _derive(key, salt, kdf), kdf, chosen),
+                " values (%s, %s, '\\x'::bytea, quarry.api_key_digest(%s), %s, %s) returning id",
+                (name, prefix, key, KEY_DIGEST, chosen),
             ).fetchone()
     except psycopg.errors.UniqueViolation:
         raise InvalidRequestError(f"an active key named {name!r} already exists; revoke it or pick another name") \
@@ -151,54 +154,40 @@ def revoke_key(pool: ConnectionPool, name_or_prefix: str) -> None:
 
 
 class KeyVerifier:
-    """Checks presented keys against the database; thread-safe, one per process."""
+    """Asks the database for a verdict on presented keys; thread-safe, one per process."""
 
     def __init__(self, pool: ConnectionPool) -> None:
         self._pool = pool
-        self._verified: OrderedDict[bytes, bytes] = OrderedDict()
-        self._lock = threading.Lock()
 
     def verify(self, presented: str) -> VerifiedKey:
-        """The key's identity, or ``KeyRejected`` saying why not. Blocking (database, scrypt)."""
-        match = _KEY_PATTERN.fullmatch(presented)
-        if match is None:
-            raise KeyRejected("malformed API key: expected qry_<prefix>_<secret>")
-        with self._pool.connection() as conn:
-            with conn.cursor(row_factory=class_row(_StoredKey)) as cursor:
-                stored = cursor.execute("select * from quarry.find_api_key(%s)", (match.group(1),)).fetchone()
-            if stored is None or not self._matches(presented, stored):
-                raise KeyRejected("unknown API key")
-            # Checked after the hash, so only the key's holder learns it was revoked.
-            if stored.revoked_at is not None:
-                raise KeyRejected("this API key was revoked")
-            conn.execute("select quarry.note_api_key_use(%s)", (stored.id,))
-        return VerifiedKey(stored.id, stored.name, list(stored.scopes))
-
-    def _matches(self, presented: str, stored: _StoredKey) -> bool:
-        fingerprint = hashlib.sha256(presented.encode()).digest()
-        with self._lock:
-            remembered = self._verified.get(fingerprint)
-        if remembered is not None and hmac.compare_digest(remembered, stored.hash):
-            return True
-        if not hmac.compare_digest(_derive(presented, stored.salt, stored.kdf), stored.hash):
-            return False
-        with self._lock:
-            self._verified[fingerprint] = stored.hash
-            self._verified.move_to_end(fingerprint)
-            while len(self._verified) > _VERIFIED_CACHE_SIZE:
-                self._verified.popitem(last=False)
-        return True
+        """The key's identity, or ``KeyRejected`` saying why not. Blocking (one database round trip)."""
+        with self._pool.connection() as conn, conn.cursor(row_factory=class_row(_Verdict)) as cursor:
+            found = cursor.execute("select * from quarry.verify_api_key(%s)", (presented,)).fetchone()
+            assert found is not None
+            if found.verdict == "legacy" and found.legacy_salt is not None and found.legacy_kdf is not None:
+                derived = _scrypt(presented, found.legacy_salt, found.legacy_kdf)
+                found = cursor.execute("select *, null::bytea as legacy_salt, null::text as legacy_kdf"
+                                       " from quarry.upgrade_legacy_api_key(%s, %s)",
+                                       (presented, derived)).fetchone()
+                assert found is not None
+        if found.verdict != "ok" or found.key_id is None or found.key_name is None or found.key_scopes is None:
+            raise KeyRejected(_REASONS.get(found.verdict, "unknown API key"))
+        return VerifiedKey(found.key_id, found.key_name, list(found.key_scopes), presented)
 
 
 def take_rate_tokens(
-    pool: ConnectionPool, key_id: UUID, cost: float, *, capacity: float, refill_per_second: float
+    pool: ConnectionPool, key: VerifiedKey, cost: float, *, capacity: float, refill_per_second: float
 ) -> RateDecision:
-    """Take ``cost`` tokens from the key's bucket (atomic, shared by all replicas), or say when they will fit."""
+    """Take ``cost`` tokens from the key's bucket (atomic, shared by all replicas), or say when they will fit.
+
+    The database charges the bucket of the presented key only (``VerifiedKey.credential``).
+    """
     if refill_per_second <= 0 or capacity <= 0:
         raise ValueError("capacity and refill_per_second must be positive")
     with pool.connection() as conn, conn.cursor(row_factory=class_row(RateDecision)) as cursor:
         decision = cursor.execute(
-            "select * from quarry.take_rate_tokens(%s, %s, %s, %s)", (key_id, cost, capacity, refill_per_second)
+            "select * from quarry.take_rate_tokens(%s, %s, %s, %s)",
+            (key.credential, cost, capacity, refill_per_second),
         ).fetchone()
     assert decision is not None
     return decision

@@ -17,6 +17,7 @@ import select
 import shlex
 import shutil
 import sys
+import threading
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -281,8 +282,79 @@ def psql_executable() -> str:
     return found
 
 
-#: The search server's role: reads the corpus, writes only API-key usage and rate limits (sql/090-grants.sql).
+#: The search server's privileges: reads the corpus and jobs, nothing of the keys; writes only through
+#: definer functions that take an API key (sql/090-grants.sql). A role without login.
 READER_ROLE = "quarry_reader"
+#: The login ``quarry serve`` and ``quarry mcp`` connect as: a member of ``quarry_reader`` only, no
+#: superuser (created by sql/090-grants.sql, its password in ``quarry.deployment_secrets``).
+SERVER_ROLE = "quarry_server"
+
+
+class PrivilegedLoginError(RuntimeError):
+    """The server's login is (or can become) a superuser, or may write what only the owner may."""
+
+
+def server_database_url(owner_url: str, settings: Settings | None = None) -> str:
+    """The DSN the search server connects with: ``QUARRY_SERVER_DATABASE_URL``, else ``owner_url`` as
+    ``quarry_server`` with the deployment's password (read with the owner's connection, never stored
+    elsewhere). Either way the login is checked to be unprivileged before it is used."""
+    settings = settings or get_settings()
+    if settings.server_database_url is not None:
+        url = settings.server_database_url.get_secret_value()
+    else:
+        with psycopg.connect(owner_url, autocommit=True, **connect_options(owner_url, settings)) as conn:
+            row = conn.execute("select server_password from quarry.deployment_secrets").fetchone()
+        if row is None:
+            raise PrivilegedLoginError("the database has no server password (quarry migrate creates it)")
+        url = psycopg.conninfo.make_conninfo(owner_url, user=SERVER_ROLE, password=str(row[0]))
+    with psycopg.connect(url, autocommit=True, **connect_options(url, settings)) as conn:
+        refuse_privileged_login(conn)
+    return url
+
+
+def with_login_of(url: str, login_url: str) -> str:
+    """``url``'s server and database with ``login_url``'s user and password (a replica, as the server's login)."""
+    login = psycopg.conninfo.conninfo_to_dict(login_url)
+    return psycopg.conninfo.make_conninfo(url, user=login.get("user"), password=login.get("password"))
+
+
+def refuse_privileged_login(conn: psycopg.Connection[Any]) -> None:
+    """Raise ``PrivilegedLoginError`` unless this session's login is what the search server must be:
+    no superuser, no member of one (so no SET ROLE to one), unable to write jobs or read keys."""
+    row = conn.execute(
+        "select r.rolsuper, r.rolcreaterole, r.rolbypassrls,"
+        " exists (select 1 from pg_roles s"
+        "         where s.rolsuper and s.oid <> r.oid and pg_has_role(r.oid, s.oid, 'MEMBER')),"
+        " has_table_privilege(r.oid, 'quarry.jobs', 'UPDATE'),"
+        " has_table_privilege(r.oid, 'quarry.api_keys', 'SELECT')"
+        " from pg_roles r where r.rolname = session_user").fetchone()
+    assert row is not None
+    superuser, creates_roles, bypasses_rls, becomes_superuser, writes_jobs, reads_keys = row
+    user = conn.info.user
+    if superuser or becomes_superuser or creates_roles or bypasses_rls:
+        raise PrivilegedLoginError(f"the search server's login {user!r} is, or can become, a privileged role; "
+                                   f"give it a role of its own (see README: Security)")
+    if writes_jobs or reads_keys:
+        raise PrivilegedLoginError(f"the search server's login {user!r} may write jobs or read API keys; it must "
+                                   f"have {READER_ROLE}'s privileges only")
+
+
+_owner_pools: dict[str, ConnectionPool] = {}
+_owner_pools_lock = threading.Lock()
+
+
+def owner_pool(settings: Settings) -> ConnectionPool:
+    """A small pool on the owner's DSN, opened on first use and kept for the process.
+
+    For the few admin actions a server without keys (stdio, ``--no-auth`` on loopback) takes on
+    behalf of the local user, who owns the database anyway; everything else runs as the server's login.
+    """
+    url = database_url(settings)
+    with _owner_pools_lock:
+        pool = _owner_pools.get(url)
+        if pool is None or pool.closed:
+            pool = _owner_pools[url] = open_pool(url, settings, min_size=0, max_size=2)
+        return pool
 
 
 def configure_connection(conn: psycopg.Connection[Any], statement_timeout_ms: int, role: str | None = None) -> None:

@@ -235,13 +235,17 @@ def get_store(pool: ConnectionPool, name: str) -> VectorStore | None:
 
 def add_vector(pool: ConnectionPool, store_name: str, vector_id: str, embedding: Sequence[float] | npt.NDArray[Any],
                *, metadata: Mapping[str, Any] | None = None, namespace: str | None = None,
-               metric: Metric | None = None) -> Added:
-    """Add or replace one vector; creates the store (with ``metric``, default cosine) on first use."""
+               metric: Metric | None = None, api_key: str | None = None) -> Added:
+    """Add or replace one vector; creates the store (with ``metric``, default cosine) on first use.
+
+    ``api_key``: an admin key, which the database checks itself; None on the owner's connection.
+    """
     vector = as_vector(embedding)
     with pool.connection() as conn, conn.cursor(row_factory=class_row(Added)) as cursor:
         added = cursor.execute(
-            "select status, dimension, store_created from quarry.vector_upsert(%s, %s, %s, %s, %s, %s)",
-            (store_name, _vector_id(vector_id), vector, _metadata(metadata), _namespace(namespace), metric),
+            "select status, dimension, store_created from quarry.vector_upsert(%s, %s, %s, %s, %s, %s, %s)",
+            (store_name, _vector_id(vector_id), vector, _metadata(metadata), _namespace(namespace), metric,
+             api_key),
         ).fetchone()
     assert added is not None
     return added
@@ -283,11 +287,12 @@ def _floats(value: Any) -> list[float]:
     return [float(str(item)) for item in array.astype(np.float32)]
 
 
-def delete_vector(pool: ConnectionPool, store_name: str, vector_id: str, *, namespace: str | None = None) -> bool:
-    """Whether a vector was deleted (False when it, or the store, did not exist)."""
+def delete_vector(pool: ConnectionPool, store_name: str, vector_id: str, *, namespace: str | None = None,
+                  api_key: str | None = None) -> bool:
+    """Whether a vector was deleted (False when it, or the store, did not exist); ``api_key`` as for add_vector."""
     with pool.connection() as conn:
-        row = conn.execute("select quarry.vector_delete(%s, %s, %s)",
-                           (store_name, _vector_id(vector_id), _namespace(namespace))).fetchone()
+        row = conn.execute("select quarry.vector_delete(%s, %s, %s, %s)",
+                           (store_name, _vector_id(vector_id), _namespace(namespace), api_key)).fetchone()
     return bool(row and row[0])
 
 

@@ -2,8 +2,9 @@
 
 The server runs as the read-only role and cannot run an ingest (it has neither the
 source checkout nor write access to the corpus): ``cancel`` and ``retry`` go through
-the two definer functions the role may call (sql/080-jobs.sql). A retry is queued,
-and ``quarry jobs run`` (or ``quarry jobs retry ID``) on the CI machine runs it.
+definer functions (sql/080-jobs.sql) that check the caller's admin key themselves
+(``mcp_server.auth.admin_database``). A retry is queued, and ``quarry jobs run`` (or
+``quarry jobs retry ID``) on the CI machine runs it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pydantic_core import PydanticCustomError
 from engine.admin.jobs import Job, JobKind, JobStatus, enqueue_retry, list_jobs, request_cancel, show_job
 from engine.ingest.sources import SLUG_PATTERN
 from mcp_server import limits
+from mcp_server.auth import admin_database
 from mcp_server.bounds import bounded_json
 from mcp_server.envelope import to_json
 from mcp_server.schemas import AnyUuid
@@ -110,17 +112,18 @@ def run_jobs(context: ToolContext, args: JobsArgs) -> str:
     if args.action == "show":
         return to_json({"job": _shown(args.job_id, context)})
     context.require_scope("admin", f"jobs action {args.action!r}")  # list and show returned above
+    assert args.job_id is not None
     if args.action == "cancel":
-        assert args.job_id is not None
-        status = request_cancel(pool, args.job_id)
+        with admin_database(context) as (admin_pool, api_key):
+            status = request_cancel(admin_pool, args.job_id, api_key=api_key)
         notes = {"cancelled": "It had not started and will not run.",
                  "cancelling": "It stops after its current batch; what it already wrote is kept and consistent. "
                                "Call show to see it become cancelled.",
                  "interrupted": "It was not running any more: its process had died."}
         return to_json({"job_id": str(args.job_id), "status": status,
                         "note": notes.get(status, "It had already finished; nothing changed.")})
-    assert args.job_id is not None
-    queued = enqueue_retry(pool, args.job_id)
+    with admin_database(context) as (admin_pool, api_key):
+        queued = enqueue_retry(admin_pool, args.job_id, api_key=api_key)
     return to_json({"job_id": str(queued), "retry_of": str(args.job_id), "status": "queued",
                     "note": "The retry is queued with the original job's arguments. " + RUN_QUEUED_HINT})
 

@@ -1,9 +1,9 @@
 """``add_source``, ``refresh_source``, ``remove_source``: manage sources over MCP, for admin keys.
 
 Each queues a durable job (``quarry.enqueue_source_job``, the one way the read-only server can
-queue work) and answers at once with its id; ``jobs`` with action ``show`` follows it. The
-server never fetches or writes itself: a worker with the owner role runs the queue
-(``quarry jobs run --follow``, or ``quarry jobs run`` from CI). Locations are remote only — a
+queue work, which checks the caller's admin key itself) and answers at once with its id; ``jobs``
+with action ``show`` follows it. The server never fetches or writes itself: a worker with the
+owner role runs the queue (``quarry jobs run --follow``, or ``quarry jobs run`` from CI). Locations are remote only — a
 key must not make the worker read its own disk — and the worker checks that again.
 """
 
@@ -17,6 +17,7 @@ from engine.admin.jobs import enqueue_source_job
 from engine.fetch.fetching import recorded_location, refuse_local_reach
 from engine.fetch.locations import FetchOptions, parse_location
 from engine.ingest.sources import SLUG_PATTERN, Attribution, SourceKind, SourceSpec
+from mcp_server.auth import admin_database
 from mcp_server.envelope import to_json
 from mcp_server.tools import ToolContext, ToolSpec, one_token
 
@@ -74,7 +75,8 @@ def run_add_source(context: ToolContext, args: AddSourceArgs) -> str:
     # A queued job is read back by whoever lists jobs: a token in the URL is not kept (netrc is).
     arguments = {"location": location.shown, "fetch": options.as_arguments(),
                  "source": source.model_dump(exclude_none=True), "wait": True, "since": None}
-    job_id, new = enqueue_source_job(context.backend.pool, "ingest", args.source, arguments)
+    with admin_database(context) as (pool, api_key):
+        job_id, new = enqueue_source_job(pool, "ingest", args.source, arguments, api_key=api_key)
     return _queued(job_id, new, f"The ingest of {location.shown} into {args.source!r} is")
 
 
@@ -84,14 +86,16 @@ def run_refresh_source(context: ToolContext, args: RefreshSourceArgs) -> str:
     refuse_local_reach(parse_location(text), allow_private=context.backend.settings.fetch_private_hosts)
     arguments = {"location": text, "fetch": options.as_arguments() | {"retry_failed_only": args.retry_failed},
                  "source": {"slug": args.source}, "wait": True, "since": None}
-    job_id, new = enqueue_source_job(context.backend.pool, "ingest", args.source, arguments)
+    with admin_database(context) as (pool, api_key):
+        job_id, new = enqueue_source_job(pool, "ingest", args.source, arguments, api_key=api_key)
     return _queued(job_id, new, f"The refresh of {args.source!r} from {text} is")
 
 
 def run_remove_source(context: ToolContext, args: RemoveSourceArgs) -> str:
     context.require_scope("admin", "remove_source")
     recorded_location(context.backend.pool, args.source)  # NOT_FOUND now rather than a failed job later
-    job_id, new = enqueue_source_job(context.backend.pool, "remove_source", args.source, {})
+    with admin_database(context) as (pool, api_key):
+        job_id, new = enqueue_source_job(pool, "remove_source", args.source, {}, api_key=api_key)
     return _queued(job_id, new, f"The removal of {args.source!r} (all its documents, in one transaction) is")
 
 

@@ -5,8 +5,9 @@ Callers store vectors they computed elsewhere (their model, a batch job) in name
 ``vector_add`` and ``vector_delete`` write: over HTTP with keys they need a key with scope
 ``admin`` (``ToolContext.require_scope``), like the jobs tool's cancel and retry; over stdio,
 or HTTP ``--no-auth`` on loopback, the caller is the local user, who owns the database anyway. The server's
-database role may write only the vectors table and create a store through one definer
-function (sql/095-vector-store-grants.sql).
+database login writes no table: ``quarry.vector_upsert`` and ``quarry.vector_delete`` are definer
+functions that check the caller's admin key themselves (``mcp_server.auth.admin_database``,
+sql/095-vector-store-grants.sql).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from engine.store.vector_stores import (
     get_store,
     search_vectors,
 )
+from mcp_server.auth import admin_database
 from mcp_server.bounds import bounded_json
 from mcp_server.envelope import Problem, ToolFailure, to_json
 from mcp_server.tools import ToolContext, ToolSpec, one_token
@@ -143,8 +145,9 @@ def run_vector_add(context: ToolContext, args: VectorAddArgs) -> str:
             raise ToolFailure("LIMIT", f"invalid arguments: metadata: must take at most {MAX_METADATA_BYTES} bytes "
                               "as JSON", problems=[Problem("metadata", f"must take at most {MAX_METADATA_BYTES} "
                                                            "bytes as JSON")])
-    added = add_vector(context.backend.pool, args.store_name, args.id, args.embedding, metadata=args.metadata,
-                       namespace=args.namespace, metric=args.metric)
+    with admin_database(context) as (pool, api_key):
+        added = add_vector(pool, args.store_name, args.id, args.embedding, metadata=args.metadata,
+                           namespace=args.namespace, metric=args.metric, api_key=api_key)
     return to_json({"status": added.status, "id": args.id, "dimension": added.dimension,
                     "store_name": args.store_name, "namespace": args.namespace,
                     "store_created": added.store_created})
@@ -191,7 +194,8 @@ def _note(found: SearchResult) -> str | None:
 
 def run_vector_delete(context: ToolContext, args: VectorDeleteArgs) -> str:
     context.require_scope("admin", "vector_delete")
-    deleted = delete_vector(context.backend.pool, args.store_name, args.id, namespace=args.namespace)
+    with admin_database(context) as (pool, api_key):
+        deleted = delete_vector(pool, args.store_name, args.id, namespace=args.namespace, api_key=api_key)
     return to_json({"deleted": deleted, "id": args.id, "store_name": args.store_name, "namespace": args.namespace})
 
 
