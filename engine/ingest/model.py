@@ -54,6 +54,7 @@ class ParsedDocument:
 
 #: Bump when parsing, chunking, what a chunk is embedded as, or what ingestion extracts
 #: (version constraints: 3; links and imports: 4; unfenced code in Markdown: 5; SQL, shell,
-#: Dockerfile, Makefile, config and CSV parsers: 6; PDF and DOCX, DocBook navigation tables: 7) changes, so unchanged files
-#: are re-read once (and re-embedded only where their embedding input changed).
+#: Dockerfile, Makefile, config and CSV parsers: 6; PDF and DOCX, DocBook navigation tables: 7)
+#: changes, so unchanged files are re-read once (and re-embedded only where their embedding input
+#: changed).
 PARSER_VERSION = 7
