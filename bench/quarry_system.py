@@ -19,14 +19,15 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from bench.beir import Document
-from bench.pipeline import bench_backend, ranked_chunks
-from bench.runs import SystemRun, top_documents
+from bench.pipeline import bench_backend
+from bench.runs import SystemRun
 from bench.tasks import Corpus, Task
 from engine.embed.base import SPACES, Embedder, Vectors
 from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
 from engine.ingest.summary import IngestSummary
-from engine.retrieval.request import SearchMode
+from engine.retrieval.pipeline import retrieve
+from engine.retrieval.request import SearchMode, SearchRequest
 from engine.store.db import embedded_database_url
 from engine.store.migrations import ensure_migrated
 
@@ -106,7 +107,10 @@ def quarry_run(
     depth: int,
     chunk_depth: int,
 ) -> SystemRun:
-    """Rank ``chunk_depth`` chunks per query (both legs ``chunk_depth`` deep), keep the first ``depth`` documents.
+    """Rank ``chunk_depth`` chunks per query (both legs ``chunk_depth`` deep) into ``depth`` documents.
+
+    Documents are ranked by the engine's own rule (``group_by="document"``, ``engine.retrieval.grouping``),
+    as ``quarry eval``, ``query_documents`` and ``advanced_search`` rank them.
 
     ``query_vectors`` holds one precomputed vector per query of the task, in order (fts mode ignores
     them); a task of several corpora searches each query in its own (a ``source_slug`` filter).
@@ -118,9 +122,12 @@ def quarry_run(
     several = len(task.corpora) > 1
     for query in task.queries:
         sources = (task.corpus_of[query.id],) if several else ()
-        hits = ranked_chunks(backend, query.text, mode, chunk_depth, sources=sources)
-        result.run[query.id] = top_documents((hit.path for hit in hits), depth)
-        short += len(result.run[query.id]) < depth and len(hits) == chunk_depth
+        retrieval = retrieve(backend, SearchRequest((query.text,), mode, limit=depth, rerank=False, sources=sources,
+                                                    group_by="document", chunk_depth=chunk_depth))
+        if retrieval.degradation.degraded:
+            raise RuntimeError(f"degraded search: {'; '.join(retrieval.degradation.reasons)}")
+        result.run[query.id] = [document.best.hit.path for document in retrieval.documents or ()]
+        short += len(result.run[query.id]) < depth and len(retrieval.hits) == chunk_depth
     result.search_seconds = time.perf_counter() - started
     if short:
         result.notes.append(f"{short} queries filled fewer than {depth} documents from {chunk_depth} chunks")

@@ -29,7 +29,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
-from engine.corpus.facets import CONTENT_TYPES, FILTER_KEYS, VERSION_FACETS
+from engine.corpus.facets import CHUNK_KINDS, CONTENT_TYPES, FILTER_KEYS, VERSION_FACETS
 from engine.ingest.sources import Attribution, SourceKind
 from engine.retrieval.request import (
     DEFAULT_CODE_MODE,
@@ -39,6 +39,7 @@ from engine.retrieval.request import (
     DEFAULT_VERSION_MATCH,
     CodeMode,
     FacetValue,
+    GroupBy,
     VersionMatchMode,
 )
 from engine.retrieval.request import SearchMode as Mode
@@ -47,8 +48,9 @@ from mcp_server.envelope import ErrorCode, Problem, ToolFailure
 from mcp_server.token_budget import MAX_TOKENS, MIN_TOKENS
 
 ContentType = Literal["markdown", "rst", "html", "text", "code"]
+ChunkKind = Literal["definition", "module", "example", "prose"]
 FacetKey = Literal["source_slug", "language", "package", "language_target", "sdk_dependency", "kind",
-                   "attribution", "content_type", "verified", "deprecated"]
+                   "attribution", "content_type", "verified", "deprecated", "chunk_kind"]
 
 _STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
 
@@ -115,6 +117,10 @@ class AttributionRule(FacetRule[Attribution]):
 
 
 class ContentTypeRule(FacetRule[ContentType]):
+    pass
+
+
+class ChunkKindRule(FacetRule[ChunkKind]):
     pass
 
 
@@ -193,6 +199,9 @@ class Filters(BaseModel):
     symbol: SymbolRule | None = Field(default=None, description="Code symbols, matching whole dotted segments of a "
                                       "chunk's symbol_path: Client.connect finds pkg.Client.connect and its nested "
                                       "definitions.")
+    chunk_kind: ChunkKindRule | None = Field(
+        default=None, description="definition (in a function, class...), module (a source file's code outside "
+        "those: imports, constants), example (code in docs), prose.")
 
     def as_engine_filters(self) -> dict[str, dict[str, list[FacetValue] | str]]:
         return {key: rule.as_rules() for key in FILTER_KEYS if (rule := getattr(self, key)) is not None}
@@ -246,6 +255,8 @@ class AdvancedSearchArgs(BaseModel):
     per_document: int | None = Field(default=DEFAULT_PER_DOCUMENT, ge=1, le=limits.MAX_RESULTS,
                                      description="Chunks of one document returned at most; null for no cap.")
     max_tokens: int | None = Field(default=None, ge=MIN_TOKENS, le=MAX_TOKENS, description=MAX_TOKENS_DESCRIPTION)
+    group_by: GroupBy = Field(default="chunk", description="document: one row per file (limit files; per_document "
+                              "unused), ranked by its best chunk, with its best spans: which file to read or edit.")
 
     @field_validator("code_mode")
     @classmethod
@@ -256,7 +267,8 @@ class AdvancedSearchArgs(BaseModel):
 class FacetsArgs(BaseModel):
     model_config = _STRICT
 
-    facet: FacetKey | None = Field(default=None, description="One facet to list; omit for every facet.")
+    facet: FacetKey | None = Field(default=None, description="One facet to list; omit for every facet but "
+                                   "chunk_kind (counted when named).")
     prefix: str | None = Field(default=None, min_length=1, max_length=limits.MAX_PREFIX_CHARS,
                                description="Only values starting with this (case-insensitive).")
     filters: Filters | None = Field(default=None, description="Count only documents passing these filters.")
@@ -270,6 +282,9 @@ class GetDocumentArgs(BaseModel):
     document_id: AnyUuid = Field(description="A document_id from a search result.")
     cursor: str | None = Field(default=None, min_length=1, max_length=limits.MAX_CURSOR_CHARS,
                                description="next_cursor from the previous page; omit for the first page.")
+    max_tokens: int | None = Field(default=None, ge=MIN_TOKENS, le=MAX_TOKENS,
+                                   description="Token budget for the page (4 characters per token): whole lines up "
+                                   "to it; next_cursor resumes where it stopped.")
 
 
 class GetChunkArgs(BaseModel):
@@ -418,7 +433,8 @@ def _unknown_field_rule(model: type[BaseModel], loc: tuple[int | str, ...]) -> s
 
 def _check_filters_cover_every_facet() -> None:
     # The schema is how clients learn the keys; it must not drift from the engine's list.
-    if set(Filters.model_fields) != set(FILTER_KEYS) or set(CONTENT_TYPES) != set(get_args(ContentType)):
+    if (set(Filters.model_fields) != set(FILTER_KEYS) or set(CONTENT_TYPES) != set(get_args(ContentType))
+            or set(CHUNK_KINDS) != set(get_args(ChunkKind))):
         raise AssertionError("mcp_server.schemas.Filters is out of step with engine.corpus.facets")
 
 

@@ -114,30 +114,94 @@ $$;
 comment on function quarry.symbol_allows(jsonb, text) is
 'Whether a chunk''s symbol_path passes the symbol rule of a filters object: a rule''s symbol matches whole dotted segments of the path (no rule: true; a chunk without a symbol fails any_of).';
 
-create or replace function quarry.chunk_location_allows(filters jsonb, document_id uuid, symbol_path text)
-returns boolean
+-- Chunk kinds: {"chunk_kind": {"any_of": ["definition"]}}. Every chunk has exactly one kind, from its own
+-- columns and its document's path: prose (not code), example (code in a document that is not a source file:
+-- a fenced or <pre> block, code pasted in text), definition (a source file's code inside a named definition:
+-- function, class, method, SQL function, make rule) and module (a source file's code outside any definition:
+-- imports, constants, top-level statements). The code parsers give the code outside definitions the
+-- file's own dotted path (engine.ingest.parsers.code.module_path), which is how the last two differ.
+
+create or replace function quarry.file_module(path text) returns text
+language sql immutable parallel safe strict
+set search_path = pg_catalog
+as $$
+    -- engine.ingest.parsers.code.module_path: the path dotted, its extension dropped (and the .d of
+    -- a TypeScript declaration file), a package's __init__.py and a Rust mod.rs named by their folder
+    select replace(case when path ~ '/(__init__\.pyi?|mod\.rs)$'
+                        then regexp_replace(path, '/(__init__\.pyi?|mod\.rs)$', '')
+                        else regexp_replace(path, '([^/])(\.d\.[mc]?ts|\.[^./]*)$', '\1') end,
+                   '/', '.')
+$$;
+
+comment on function quarry.file_module(text) is
+'The dotted module path the code parsers give a file''s code outside definitions (engine.ingest.parsers.code.module_path).';
+
+create or replace function quarry.chunk_kind_in(is_code boolean, content_type text, symbol_path text, file_module text)
+returns text
+language sql immutable parallel safe
+set search_path = pg_catalog
+as $$
+    -- module: the symbol is the file's module, compared by whole trailing segments, since a Java
+    -- file's module is its package and class, which its folders spell from some root on
+    -- (src/main/java/com/x/Client.java is com.x.Client, and so is the body of that class)
+    select case when not is_code then 'prose'
+                when content_type is distinct from 'code' then 'example'
+                when symbol_path is null
+                     or right('.' || file_module, length(symbol_path) + 1) = '.' || symbol_path then 'module'
+                else 'definition' end
+$$;
+
+comment on function quarry.chunk_kind_in(boolean, text, text, text) is
+'quarry.chunk_kind with its document''s module (quarry.file_module) already known: for reading many chunks of one document.';
+
+create or replace function quarry.chunk_kind(is_code boolean, content_type text, symbol_path text, path text)
+returns text
+language sql immutable parallel safe
+set search_path = pg_catalog
+as $$
+    select quarry.chunk_kind_in(is_code, content_type, symbol_path, quarry.file_module(path))
+$$;
+
+comment on function quarry.chunk_kind(boolean, text, text, text) is
+'A chunk''s kind from its is_code, content_type and symbol_path and its document''s path: definition, module (a source file''s code outside definitions), example (code in documentation) or prose.';
+
+create or replace function quarry.chunk_location_allows(
+    filters jsonb, document_id uuid, symbol_path text, is_code boolean, content_type text
+) returns boolean
 language sql stable parallel safe
 set search_path = quarry, pg_catalog
 as $$
-    select (not filters ? 'path'
-            or quarry.path_allows(filters, (select d.path from quarry.documents d where d.id = document_id)))
-       and (not filters ? 'symbol' or quarry.symbol_allows(filters, symbol_path))
+    -- the document is read only for a rule that needs its path (a path glob, or a kind)
+    select (filters is null or not (filters ? 'path' or filters ? 'chunk_kind')
+            or (select quarry.path_allows(filters, d.path)
+                       and quarry.facet_allows(filters, 'chunk_kind', quarry.chunk_kind(
+                           chunk_location_allows.is_code, chunk_location_allows.content_type,
+                           chunk_location_allows.symbol_path, d.path))
+                from quarry.documents d where d.id = chunk_location_allows.document_id))
+       and (filters is null or not filters ? 'symbol' or quarry.symbol_allows(filters, symbol_path))
 $$;
 
-comment on function quarry.chunk_location_allows(jsonb, uuid, text) is
-'Whether a chunk passes the path (its document''s) and symbol rules of a filters object.';
+comment on function quarry.chunk_location_allows(jsonb, uuid, text, boolean, text) is
+'Whether a chunk passes the path (its document''s), symbol and chunk_kind rules of a filters object.';
+
+-- The three-argument form (path and symbol only) is gone: every caller passes the chunk's kind columns.
+drop function if exists quarry.chunk_location_allows(jsonb, uuid, text);
 
 create or replace function quarry.document_location_allows(filters jsonb, document_id uuid, path text)
 returns boolean
 language sql stable parallel safe
 set search_path = quarry, pg_catalog
 as $$
-    select (not filters ? 'path' or quarry.path_allows(filters, path))
-       and (not filters ? 'symbol'
+    -- null filters allow every document, one without chunks (an empty file) too
+    select (filters is null or not filters ? 'path' or quarry.path_allows(filters, path))
+       and (filters is null or not (filters ? 'symbol' or filters ? 'chunk_kind')
             or exists (select 1 from quarry.chunks c
                        where c.document_id = document_location_allows.document_id
-                         and quarry.symbol_allows(filters, c.symbol_path)))
+                         and quarry.symbol_allows(filters, c.symbol_path)
+                         and quarry.facet_allows(filters, 'chunk_kind',
+                                                 quarry.chunk_kind(c.is_code, c.content_type, c.symbol_path,
+                                                                   document_location_allows.path))))
 $$;
 
 comment on function quarry.document_location_allows(jsonb, uuid, text) is
-'Whether a document passes the path rule and has a chunk passing the symbol rule of a filters object.';
+'Whether a document passes the path rule and has a chunk passing the symbol and chunk_kind rules of a filters object.';

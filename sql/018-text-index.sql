@@ -342,7 +342,8 @@ as $$
                          or (quarry.chunk_allowed(filters, c.content_type, c.language, c.package,
                                                   c.deprecated or s.deprecated)
                              and quarry.version_allows(filters, c.document_id)
-                             and quarry.chunk_location_allows(filters, c.document_id, c.symbol_path)))
+                             and quarry.chunk_location_allows(filters, c.document_id, c.symbol_path, c.is_code,
+                                                                 c.content_type)))
                   limit 1), false))
             order by p.impact desc
             limit per_term_depth

@@ -50,7 +50,7 @@ begin
                   and (not $4
                        or (quarry.chunk_allowed($3, c.content_type, c.language, c.package, c.deprecated or s.deprecated)
                            and quarry.version_allows($3, c.document_id)
-                           and quarry.chunk_location_allows($3, c.document_id, c.symbol_path)))
+                           and quarry.chunk_location_allows($3, c.document_id, c.symbol_path, c.is_code, c.content_type)))
                 limit 1), false)
         $filter$ end)
     using query_embedding, match_count, filters, quarry.has_chunk_rules(filters);

@@ -62,7 +62,9 @@ as $$
         select c.id, c.document_id, c.start_line, string_to_array(c.content, E'\n') as lines
         from quarry.chunks c
         where c.document_id = any (document_ids)
-          and (not (filters ? 'symbol') or quarry.symbol_allows(filters, c.symbol_path))
+          -- symbol and kind are a chunk's: a line counts when its own chunk passes them
+          and (not (filters ? 'symbol' or filters ? 'chunk_kind')
+               or quarry.chunk_location_allows(filters, c.document_id, c.symbol_path, c.is_code, c.content_type))
           and case when regex and case_sensitive then c.content ~ pattern
                    when regex then c.content ~* pattern
                    when case_sensitive then strpos(c.content, pattern) > 0

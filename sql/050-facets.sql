@@ -85,7 +85,9 @@ declare
     source_facets constant text[] := array['source_slug', 'kind', 'attribution', 'verified'];
     document_facets constant text[] := array['deprecated', 'content_type', 'language', 'package'];
     version_facets constant text[] := array['language_target', 'sdk_dependency'];
-    known constant text[] := source_facets || document_facets || version_facets;
+    -- a chunk's facet reads the matching documents' chunks: counted when named, not in the every-facet listing
+    chunk_facets constant text[] := array['chunk_kind'];
+    known constant text[] := source_facets || document_facets || version_facets || chunk_facets;
     wanted text[];
     resolved jsonb;
     needs_scan boolean;
@@ -97,7 +99,7 @@ begin
     if lim < 1 then
         raise exception 'lim must be at least 1, got %', lim using errcode = 'invalid_parameter_value';
     end if;
-    wanted := case when facet is null then known else array[facet] end;
+    wanted := case when facet is null then source_facets || document_facets || version_facets else array[facet] end;
     resolved := quarry.resolve_version_filters(filters);
     -- counts can be read only when every filter is source-level (or there is none)
     needs_scan := exists (select 1 from jsonb_object_keys(coalesce(filters, '{}')) k where not k = any (source_facets));
@@ -108,14 +110,24 @@ begin
         join quarry.filtered_source_ids(filters) a on a.id = s.id
     ),
     matching_documents as materialized (
-        select d.id, d.source_id, s.slug, s.kind, s.attribution, s.verified::text as verified,
+        select d.id, d.source_id, d.path, s.slug, s.kind, s.attribution, s.verified::text as verified,
                (d.deprecated or s.deprecated)::text as deprecated, d.content_type, d.language, d.package
-        from quarry.documents d
-        join allowed_sources s on s.id = d.source_id
-        where (needs_scan or wanted && version_facets)
+        from allowed_sources s
+        -- the allowed sources' documents, read by source (offset 0 keeps the per-document checks
+        -- below out of the scan: they run on these documents only, not on every source's)
+        cross join lateral (
+            select d.id, d.source_id, d.path, d.deprecated, d.content_type, d.language, d.package
+            from quarry.documents d where d.source_id = s.id offset 0
+        ) d
+        where (needs_scan or wanted && (version_facets || chunk_facets))
           and quarry.chunk_allowed(filters, d.content_type, d.language, d.package, d.deprecated or s.deprecated)
           and quarry.version_allows(resolved, d.id)
           and quarry.document_location_allows(filters, d.id, d.path)
+    ),
+    document_modules as materialized (  -- once per document, not per chunk
+        select m.id, quarry.file_module(m.path) as module
+        from matching_documents m
+        where 'chunk_kind' = any (wanted)
     ),
     keyed as (
         -- scanned: every wanted facet of every matching document
@@ -132,7 +144,7 @@ begin
                1::bigint as documents
         from matching_documents m
         cross join unnest(wanted) k (key)
-        where needs_scan and not k.key = any (version_facets)
+        where needs_scan and not k.key = any (version_facets || chunk_facets)
         union all
         -- counted: document facets from facet_counts, source facets from per-source totals
         select fc.facet, fc.value, fc.documents
@@ -163,7 +175,22 @@ begin
             from quarry.document_constraints(m.id) c
             where c.facet = any (wanted)
         ) distinct_names
-        where distinct_names.name is not null
+        where wanted && version_facets  -- read no constraints when no version facet is wanted
+          and distinct_names.name is not null
+        union all
+        -- chunk kinds: documents with a chunk of each kind passing the filters' chunk rules (symbol,
+        -- chunk_kind), counted in one pass over their chunks
+        -- (a rule is checked only when there is one: a call per chunk costs more than the kind itself)
+        select 'chunk_kind', kinds.kind, count(distinct kinds.document_id)
+        from (
+            select c.document_id, quarry.chunk_kind_in(c.is_code, c.content_type, c.symbol_path, m.module) as kind
+            from document_modules m
+            join quarry.chunks c on c.document_id = m.id
+            where 'chunk_kind' = any (wanted)
+              and (not coalesce(filters ? 'symbol', false) or quarry.symbol_allows(filters, c.symbol_path))
+        ) kinds
+        where not coalesce(filters ? 'chunk_kind', false) or quarry.facet_allows(filters, 'chunk_kind', kinds.kind)
+        group by kinds.kind
     ),
     counted as (
         select keyed.key, keyed.value, sum(keyed.documents)::bigint as documents
@@ -187,7 +214,7 @@ end
 $$;
 
 comment on function quarry.facet_values(text, jsonb, text, int) is
-'Values of one facet (null: every facet) with document counts, under a filters object and an optional case-insensitive prefix; the top lim per facet plus how many values exist. Unfiltered counts come from quarry.facet_counts.';
+'Values of one facet (null: every facet but chunk_kind, which reads the chunks and is counted when named) with document counts, under a filters object and an optional case-insensitive prefix; the top lim per facet plus how many values exist. Unfiltered counts come from quarry.facet_counts.';
 
 create or replace function quarry.rebuild_facet_counts() returns bigint
 language plpgsql volatile

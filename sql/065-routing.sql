@@ -100,7 +100,7 @@ begin
           and c.search_vector @@ matcher
           and quarry.chunk_allowed(filters, c.content_type, c.language, c.package, c.deprecated or s.deprecated)
           and quarry.version_allows(resolved, c.document_id)
-          and quarry.chunk_location_allows(filters, c.document_id, c.symbol_path)
+          and quarry.chunk_location_allows(filters, c.document_id, c.symbol_path, c.is_code, c.content_type)
         limit bound + 1
     ),
     -- vector leg: the nearest `bound` chunks, kept when close enough to be about the query

@@ -33,6 +33,20 @@ def test_ingest_search_and_psql(database_url: str, model_cache: Path, tmp_path: 
     results = json.loads(search.stdout)["results"]
     assert results[0]["path"] == "docs/indexes.md" and results[0]["source"]["slug"] == "cli-test"
 
+    # One row per file, with the lines of its best spans; a kind filter keeps prose out.
+    grouped = _quarry(database_url, model_cache, "search", "partial index", "--mode", "fts", "--group-by",
+                      "document", "--limit", "2")
+    assert grouped.returncode == 0, grouped.stderr
+    rows = [line for line in grouped.stdout.splitlines() if not line.startswith("    ")]  # spans are indented
+    assert rows[0].startswith(" 1. [cli-test] docs/indexes.md  score ") and len(rows) <= 2
+    assert len({row.split()[2] for row in rows}) == len(rows)  # each file once
+    code_only = _quarry(database_url, model_cache, "search", "parse user id", "--mode", "fts", "--json",
+                        "--chunk-kind", "definition")
+    assert code_only.returncode == 0, code_only.stderr
+    assert {hit["path"] for hit in json.loads(code_only.stdout)["results"]} == {"src/users.py"}
+    lines = _quarry(database_url, model_cache, "grep", "def ", "--chunk-kind", "definition")
+    assert lines.returncode == 0 and lines.stdout.startswith("cli-test:src/users.py:"), lines.stdout
+
     psql = _quarry(database_url, model_cache, "psql", "-At", "-c", "select slug from quarry.source_stats")
     assert psql.returncode == 0, psql.stderr
     assert psql.stdout.strip() == "cli-test"

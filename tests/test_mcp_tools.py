@@ -120,7 +120,7 @@ def test_lists_every_tool_with_a_closed_schema_and_llm_guidance(mcp: McpSession)
     filters = tools["advanced_search"].input_schema["$defs"]["Filters"]
     assert set(filters["properties"]) == {"source_slug", "language", "package", "language_target", "sdk_dependency",
                                           "kind", "attribution", "content_type", "verified", "deprecated",
-                                          "path", "symbol"}
+                                          "chunk_kind", "path", "symbol"}
     instructions = mcp.client.instructions or ""
     assert "facets" in instructions and "degraded" in instructions and "RATE_LIMITED" in instructions
     # every client pays the catalogue in context: no titles, no null alternative of an argument left out by default

@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
+from engine.corpus.facets import CHUNK_KINDS
 from engine.retrieval.grep import DEFAULT_GREP_LIMIT, MAX_GREP_LIMIT, grep
 
 if TYPE_CHECKING:
@@ -22,6 +23,8 @@ def add_grep_arguments(commands: argparse._SubParsersAction[argparse.ArgumentPar
     command.add_argument("--path", action="append", metavar="GLOB",
                          help="only documents whose path matches (repeatable; ** crosses directories)")
     command.add_argument("--source", action="append", help="only this source slug (repeatable)")
+    command.add_argument("--chunk-kind", action="append", choices=CHUNK_KINDS, metavar="KIND",
+                         help=f"only lines in chunks of this kind (repeatable): {', '.join(CHUNK_KINDS)}")
     command.add_argument("--limit", type=int, default=DEFAULT_GREP_LIMIT,
                          help=f"matching lines to print (1-{MAX_GREP_LIMIT}, default: {DEFAULT_GREP_LIMIT})")
     command.add_argument("--cursor", help="go on from a previous page's next cursor")
@@ -34,6 +37,8 @@ def run_grep(runtime: Runtime, args: argparse.Namespace) -> int:
         filters["path"] = {"any_of": list(args.path)}
     if args.source:
         filters["source_slug"] = {"any_of": list(args.source)}
+    if args.chunk_kind:
+        filters["chunk_kind"] = {"any_of": list(args.chunk_kind)}
     page = grep(runtime.pool, args.pattern, regex=args.regex, case_sensitive=not args.ignore_case,
                 filters=filters or None, cursor=args.cursor, limit=args.limit)
     if args.json:

@@ -21,6 +21,7 @@ import psycopg
 import psycopg_pool
 
 from engine.admin.jobs import JobCancelledError
+from engine.corpus.facets import CHUNK_KINDS
 from engine.embed.base import SPACES, TEXT_SPACE
 from engine.errors import BusyError, InvalidRequestError, QuarryError, UnavailableError
 from engine.ingest.sources import Attribution, SourceKind
@@ -143,6 +144,11 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--per-document", type=int, default=DEFAULT_PER_DOCUMENT, metavar="N",
                         help=f"chunks of one document shown at most, 0 for no cap (default: {DEFAULT_PER_DOCUMENT})")
     search.add_argument("--source", action="append", help="restrict to a source slug (repeatable)")
+    search.add_argument("--chunk-kind", action="append", choices=CHUNK_KINDS, metavar="KIND",
+                        help=f"only chunks of this kind (repeatable): {', '.join(CHUNK_KINDS)}")
+    search.add_argument("--group-by", choices=("chunk", "document"), default="chunk",
+                        help="document: one row per file, ranked by its best chunk, with its best spans "
+                             "(default: chunk)")
     search.add_argument("--json", action="store_true", help="print results as JSON")
 
     from engine.cli.grep import add_grep_arguments
@@ -485,8 +491,10 @@ def _search(runtime: Runtime, args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.mode != "fts":
         _prepare_local_model(runtime)
+    filters = {"chunk_kind": {"any_of": list(args.chunk_kind)}} if args.chunk_kind else None
     retrieval = retrieve(runtime, SearchRequest((args.query,), args.mode, code_mode, args.limit, sources=sources,
-                                                per_document=args.per_document or None))
+                                                filters=filters, per_document=args.per_document or None,
+                                                group_by=args.group_by))
     if args.json:
         if empty is not None:
             print(f"quarry: {empty}", file=sys.stderr)
@@ -497,6 +505,15 @@ def _search(runtime: Runtime, args: argparse.Namespace) -> int:
         print(f"quarry: degraded: {'; '.join(retrieval.degradation.reasons)}", file=sys.stderr)
     if not retrieval.hits:
         print("no results")
+    if retrieval.documents is not None:  # --group-by document: a file per row, with its best spans
+        for document in retrieval.documents:
+            best = document.best.hit
+            print(f"{document.rank:2}. [{best.source_slug}] {best.path}  score {document.score:.4f}")
+            for span in document.spans():
+                hit = span.chunk.hit
+                where = hit.symbol_path or " > ".join(hit.heading_path) or hit.title
+                print(f"    {hit.start_line}-{hit.end_line}  {where}: {' '.join((span.snippet or '').split())[:120]}")
+        return EXIT_OK
     for ranked in retrieval.hits:
         hit = ranked.hit
         where = hit.symbol_path or " > ".join(hit.heading_path) or hit.title

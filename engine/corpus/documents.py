@@ -2,8 +2,9 @@
 
 Pages are bounded by a chunk count and a content budget, so one page of a huge
 document stays small; the next page is named by an opaque cursor that encodes the
-document and the first ordinal still to read. Byte reads return the exact stored
-bytes of a range, bounded in length.
+document, the first ordinal still to read and, when a page ended inside that chunk
+(a caller's token budget), the character of its content to resume at. Byte reads
+return the exact stored bytes of a range, bounded in length.
 """
 
 from __future__ import annotations
@@ -65,6 +66,25 @@ class StoredChunk:
     start_byte: int
     end_byte: int
     content: str
+    #: Characters of the chunk's content a previous page returned (0: the whole chunk is here).
+    resumed_from_char: int = 0
+
+    @property
+    def content_is_bytes(self) -> bool:
+        """Whether ``content`` is the document's bytes [start_byte, end_byte) (not so for HTML's extracted text)."""
+        return len(self.content.encode()) == self.end_byte - self.start_byte
+
+    def rest_from(self, char: int) -> StoredChunk:
+        """The chunk from character ``char`` of its content on, its spans moved there when they can be."""
+        if char <= 0:
+            return self
+        kept, rest = self.content[:char], self.content[char:]
+        start_line, start_byte = self.start_line, self.start_byte
+        if self.content_is_bytes:
+            start_line += kept.count("\n")
+            start_byte += len(kept.encode())
+        return StoredChunk(self.chunk_id, self.ordinal, self.heading_path, self.symbol_path, start_line,
+                           self.end_line, start_byte, self.end_byte, rest, self.resumed_from_char + char)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,27 +139,40 @@ _CHUNK_COLUMNS = """
 
 
 @dataclass(frozen=True, slots=True)
-class _PageRow(StoredChunk):
+class _PageRow:
+    chunk_id: UUID
+    ordinal: int
+    heading_path: list[str]
+    symbol_path: str | None
+    start_line: int
+    end_line: int
+    start_byte: int
+    end_byte: int
+    content: str
     from_here: int
 
+    def stored(self) -> StoredChunk:
+        return StoredChunk(self.chunk_id, self.ordinal, self.heading_path, self.symbol_path, self.start_line,
+                           self.end_line, self.start_byte, self.end_byte, self.content)
 
-def encode_cursor(document_id: UUID, ordinal: int) -> str:
-    """An opaque token naming 'this document, from this chunk ordinal on'."""
-    raw = _CURSOR_TAG + document_id.bytes + ordinal.to_bytes(4, "big")
+
+def encode_cursor(document_id: UUID, ordinal: int, char: int = 0) -> str:
+    """An opaque token naming 'this document, from this chunk ordinal (and character of its content) on'."""
+    raw = _CURSOR_TAG + document_id.bytes + ordinal.to_bytes(4, "big") + (char.to_bytes(4, "big") if char else b"")
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str, document_id: UUID) -> int:
-    """The ordinal a cursor resumes at; rejects tokens not minted for this document."""
+def decode_cursor(cursor: str, document_id: UUID) -> tuple[int, int]:
+    """The ordinal and character a cursor resumes at; rejects tokens not minted for this document."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
     except (binascii.Error, ValueError):
         raw = b""
-    if len(raw) != len(_CURSOR_TAG) + 20 or not raw.startswith(_CURSOR_TAG):
+    if len(raw) not in (len(_CURSOR_TAG) + 20, len(_CURSOR_TAG) + 24) or not raw.startswith(_CURSOR_TAG):
         raise InvalidRequestError("cursor: not a cursor returned by get_document; omit it to start at the beginning")
     if UUID(bytes=raw[3:19]) != document_id:
         raise InvalidRequestError("cursor: this cursor belongs to another document")
-    return int.from_bytes(raw[19:], "big")
+    return int.from_bytes(raw[19:23], "big"), int.from_bytes(raw[23:], "big")
 
 
 def document_info(pool: ConnectionPool, document_id: UUID) -> DocumentInfo:
@@ -158,8 +191,12 @@ def get_document(
     page_chunks: int = PAGE_CHUNKS,
     page_content_bytes: int = PAGE_CONTENT_BYTES,
 ) -> DocumentPage:
-    """A document's metadata and one page of its chunks in order, with a cursor to the next page."""
-    start = 0 if cursor is None else decode_cursor(cursor, document_id)
+    """A document's metadata and one page of its chunks in order, with a cursor to the next page.
+
+    A cursor naming a character inside a chunk starts the page with the rest of that chunk
+    (``resumed_from_char``).
+    """
+    start, char = (0, 0) if cursor is None else decode_cursor(cursor, document_id)
     document = document_info(pool, document_id)
     with pool.connection() as conn, conn.cursor(row_factory=class_row(_PageRow)) as rows:
         # The window count runs before LIMIT: it counts every chunk from `start` on.
@@ -172,12 +209,12 @@ def get_document(
     page: list[StoredChunk] = []
     used = 0
     for row in fetched:
-        size = len(row.content.encode())
+        chunk = row.stored().rest_from(char if row.ordinal == start else 0)
+        size = len(chunk.content.encode())
         if page and used + size > page_content_bytes:
             break
         used += size
-        page.append(StoredChunk(row.chunk_id, row.ordinal, row.heading_path, row.symbol_path, row.start_line,
-                                row.end_line, row.start_byte, row.end_byte, row.content))
+        page.append(chunk)
     remaining = (fetched[0].from_here - len(page)) if fetched else 0
     next_cursor = encode_cursor(document_id, page[-1].ordinal + 1) if remaining > 0 and page else None
     return DocumentPage(document, page, remaining, next_cursor)

@@ -19,6 +19,10 @@ from engine.retrieval.request import FacetValue, Filters, filters_json
 
 #: Document content types the parsers produce (``ParsedDocument.content_type``).
 CONTENT_TYPES: tuple[str, ...] = ("markdown", "rst", "html", "text", "code")
+#: What a chunk is (``quarry.chunk_kind``, sql/015-filters.sql), one kind each: a source file's code inside a named
+#: definition, a source file's code outside any (imports, constants, top-level statements), code in documentation
+#: (a fenced or ``<pre>`` block, code pasted in text), and everything else (prose, plain text, data files).
+CHUNK_KINDS: tuple[str, ...] = ("definition", "module", "example", "prose")
 
 FIXED_FACETS: dict[str, tuple[FacetValue, ...]] = {
     "kind": get_args(SourceKind),
@@ -26,7 +30,10 @@ FIXED_FACETS: dict[str, tuple[FacetValue, ...]] = {
     "content_type": CONTENT_TYPES,
     "verified": (True, False),
     "deprecated": (True, False),
+    "chunk_kind": CHUNK_KINDS,
 }
+#: Facets counted only when named: they read every matching document's chunks, where the others read counts.
+ON_REQUEST_FACETS: tuple[str, ...] = ("chunk_kind",)
 OPEN_FACETS: tuple[str, ...] = ("source_slug", "language", "package")
 #: Facets over version constraints: values are languages / packages, and a rule may
 #: also carry ``version_satisfies`` (a node-semver range).
@@ -70,8 +77,11 @@ def facet_values(
     prefix: str | None = None,
     limit: int = 50,
 ) -> list[FacetSummary]:
-    """Values and document counts per facet (all facets when ``facets`` is None), under ``filters``."""
-    wanted = list(facets) if facets is not None else list(FACET_KEYS)
+    """Values and document counts per facet (when ``facets`` is None, all but ``ON_REQUEST_FACETS``), under ``filters``.
+
+    A chunk facet (``chunk_kind``) counts the documents having a chunk of that value that passes the filters.
+    """
+    wanted = list(facets) if facets is not None else [name for name in FACET_KEYS if name not in ON_REQUEST_FACETS]
     unknown = [name for name in wanted if name not in FACET_KEYS]
     if unknown:
         raise ValueError(f"unknown facets {unknown}: expected {', '.join(FACET_KEYS)}")

@@ -20,8 +20,9 @@ Decisions:
   hits stay ``slug:path``, so distinct documents are never merged. Judged ids no searched
   document answers to are listed (``missing_documents``): a renamed page shows up there
   rather than as an unexplained drop.
-* **Chunks to documents.** The search ranks chunks; a document takes the rank of its
-  best chunk (first occurrence), as in the benchmarks. Each query ranks ``--chunk-depth``
+* **Chunks to documents.** The search ranks chunks; documents are ranked from them as
+  ``group_by="document"`` ranks them (``engine.retrieval.grouping``: the best chunk, with a
+  small bounded contribution of the next two). Each query ranks ``--chunk-depth``
   chunks (200, both legs as deep) and is searched again twice as deep until 100
   distinct documents are filled, the corpus runs out, or 1000 chunks (the SQL limit).
 * **Which search.** The retrieval pipeline MCP serves (``engine.retrieval.pipeline.retrieve``)

@@ -12,8 +12,8 @@ from psycopg_pool import ConnectionPool
 
 from engine.errors import InvalidRequestError
 from engine.evaluation.metrics import METRICS, Qrels, evaluate, first_occurrences, per_query
-from engine.retrieval.hits import SearchHit
-from engine.retrieval.pipeline import RetrievalBackend, retrieve
+from engine.retrieval.grouping import RankedDocument
+from engine.retrieval.pipeline import Retrieval, RetrievalBackend, retrieve
 from engine.retrieval.request import DEFAULT_CODE_MODE, DEFAULT_MODE, MAX_DEPTH, CodeMode, SearchMode, SearchRequest
 
 DocId = Literal["path", "stem"]
@@ -106,11 +106,11 @@ def judged_id(slug: str, key: str, judged: Collection[str]) -> str:
     return key
 
 
-def rank_documents(hits: Iterable[SearchHit], judged: Collection[str], doc_id: DocId,
+def judged_ranking(documents: Iterable[RankedDocument], judged: Collection[str], doc_id: DocId,
                    depth: int = DOCUMENT_DEPTH) -> list[str]:
-    """Chunk hits -> the first ``depth`` distinct documents, each at its best chunk's rank."""
-    return first_occurrences((judged_id(hit.source_slug, document_key(hit.path, doc_id), judged) for hit in hits),
-                             depth)
+    """Ranked documents (``group_by="document"``) -> the first ``depth`` distinct corpus ids they answer to."""
+    return first_occurrences((judged_id(document.best.hit.source_slug, document_key(document.best.hit.path, doc_id),
+                                        judged) for document in documents), depth)
 
 
 def evaluate_corpus(
@@ -174,25 +174,26 @@ class _Searcher:
         """The query's top documents, searching deeper until 100 are filled or the corpus runs out."""
         depth = min(self.settings.chunk_depth, MAX_CHUNK_DEPTH)
         while True:
-            hits = self._search(index, depth)
-            ranking = rank_documents(hits, judged, self.settings.doc_id)
-            exhausted = len(hits) < depth
+            retrieval = self._search(index, depth)
+            ranking = judged_ranking(retrieval.documents or (), judged, self.settings.doc_id)
+            exhausted = len(retrieval.hits) < depth
             if len(ranking) >= DOCUMENT_DEPTH or exhausted or depth >= MAX_CHUNK_DEPTH:
                 break
             depth = min(2 * depth, MAX_CHUNK_DEPTH)
         self.capped += len(ranking) < DOCUMENT_DEPTH and not exhausted
         return ranking
 
-    def _search(self, index: int, depth: int) -> list[SearchHit]:
+    def _search(self, index: int, depth: int) -> Retrieval:
         # Deeper than MCP's 50 rows: both legs go as deep as the chunk list (SQL ranks
         # max(candidates, limit) per leg), so the vector leg's normalisation spans more rows.
-        # every chunk (per_document None): documents are ranked by their best chunk here
+        # Documents are ranked as group_by='document' ranks them; every one of them is kept (limit: the chunk
+        # depth) until they are mapped to judged ids.
         request = SearchRequest((self.texts[index],), self.settings.mode, self.settings.code_mode, limit=depth,
-                                sources=self.settings.sources, per_document=None)
+                                sources=self.settings.sources, group_by="document", chunk_depth=depth)
         retrieval = retrieve(self.backend, request)
         for leg, reason in retrieval.degradation.failed_legs.items():
             self.failed_legs.setdefault(leg, reason)
-        return [ranked.hit for ranked in retrieval.hits]
+        return retrieval
 
 
 def _corpus_ids(pool: ConnectionPool, settings: EvalSettings) -> set[str]:

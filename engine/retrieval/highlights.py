@@ -121,6 +121,16 @@ def highlight(content: str, lexemes: frozenset[str]) -> Highlights:
     return Highlighter(lexemes).highlight(content)
 
 
+def opening_snippet(content: str) -> str:
+    """The start of ``content`` as a snippet (about SNIPPET_CHARS, cut at whitespace): for a hit nothing highlights."""
+    head = content[:2 * SNIPPET_CHARS]
+    text = " ".join(head.split())
+    if len(text) <= SNIPPET_CHARS and len(head) == len(content):
+        return text
+    cut = text.rfind(" ", 0, SNIPPET_CHARS + 1)
+    return text[:cut if cut > SNIPPET_CHARS // 2 else SNIPPET_CHARS] + "…"
+
+
 def _is_word_char(character: str) -> bool:
     return character.isascii() and (character.isalnum() or character == "_")
 

@@ -5,7 +5,8 @@
       -> embed the queries per space          (a failing model drops its leg: degraded)
       -> quarry.search_hits, one statement    (legs, filters, fusion, confidence, trust)
       -> rerank the top candidates            (a failing reranker keeps the fused order)
-      -> Retrieval: at most ``limit`` RankedHits, what ran and what degraded
+      -> group_by="document": rank documents  (engine.retrieval.grouping)
+      -> Retrieval: at most ``limit`` RankedHits (or RankedDocuments), what ran and what degraded
 
 MCP tools, ``quarry search``, ``quarry eval`` and bench/ call ``retrieve`` and shape its
 result; none re-implements a step or a default.
@@ -29,8 +30,9 @@ from engine.errors import InvalidRequestError, NotFoundError, UnavailableError, 
 from engine.rerank.base import Reranker
 from engine.retrieval.degradation import Degradation, embed_queries, leg_of
 from engine.retrieval.empty_answers import nothing_to_search
+from engine.retrieval.grouping import CHUNKS_PER_DOCUMENT, RankedDocument, documents_from_chunks
 from engine.retrieval.highlights import Highlighter, Highlights, query_lexemes
-from engine.retrieval.hits import SearchHit, search_hits
+from engine.retrieval.hits import HitPage, SearchHit, search_hits
 from engine.retrieval.request import MAX_DEPTH, CodeMode, Filters, SearchMode, SearchRequest, filters_json
 from engine.retrieval.reranking import NO_RERANKER, RerankOutcome, rerank
 
@@ -111,7 +113,11 @@ class RankedHit:
 
 @dataclass(slots=True)
 class Retrieval:
-    """Ranked hits (best first, at most ``request.limit``) and how they were produced."""
+    """Ranked hits (best first, at most ``request.limit``) and how they were produced.
+
+    With ``group_by="document"``, ``documents`` holds at most ``request.limit`` documents and ``hits``
+    every chunk ranked to find them.
+    """
 
     request: SearchRequest
     queries: list[str]
@@ -123,6 +129,7 @@ class Retrieval:
     degradation: Degradation
     #: What a reader of the results should know about how they were searched.
     search_notes: list[str] = field(default_factory=list)
+    documents: list[RankedDocument] | None = None
 
     @property
     def rerank_skipped_reason(self) -> str | None:
@@ -149,9 +156,13 @@ class Retrieval:
     def summary(self) -> dict[str, Any]:
         """The search response every surface shares: result rows, what ran, what degraded."""
         request = self.request
+        grouped = self.documents is not None
+        rows = [document.as_row() for document in self.documents or ()] if grouped else [
+            hit.as_row() for hit in self.hits]
         return {
-            "results": [hit.as_row() for hit in self.hits],
-            "result_count": len(self.hits),
+            "results": rows,
+            "result_count": len(rows),
+            **({"group_by": "document", "chunks_ranked": len(self.hits)} if grouped else {}),
             "query_count": len(self.queries),
             "mode": request.mode,
             "mode_used": self.mode_used,
@@ -192,8 +203,11 @@ def retrieve(backend: RetrievalBackend, request: SearchRequest) -> Retrieval:
             mode = "fts"
         code_mode = code_mode if code_vectors is not None else "off"
     reranker = backend.reranker if request.rerank else None
+    grouped = request.group_by == "document"
     depth = request.limit if reranker is None else max(request.limit, _rerank_depth(request.limit))
-    if request.per_document is not None:
+    if grouped:
+        depth = request.chunk_depth or min(MAX_DEPTH, max(RERANK_CANDIDATES, request.limit * CHUNKS_PER_DOCUMENT))
+    elif request.per_document is not None:
         # room to fill the page after the cap: the legs rank 50 candidates either way
         depth = min(MAX_DEPTH, max(depth, request.limit * PER_DOCUMENT_ROOM))
     ranking = request.ranking
@@ -211,9 +225,20 @@ def retrieve(backend: RetrievalBackend, request: SearchRequest) -> Retrieval:
     hits = [RankedHit(hit, rank, hit.confidence) for rank, hit in enumerate(page.hits, 1)]
     outcome = RerankOutcome()
     if reranker is not None:
-        outcome = rerank(reranker, request, queries, hits[:_rerank_depth(request.limit)], degradation)
+        # documents are ranked from every chunk: the reranker reorders its candidates, dropping none
+        candidates = hits[:_rerank_depth(depth if grouped else request.limit)]
+        outcome = rerank(reranker, request, queries, candidates, degradation, keep_all=grouped)
         if outcome.reordered is not None:
             hits[:len(outcome.reordered_from)] = outcome.reordered
+    if grouped:
+        for rank, hit in enumerate(hits, 1):
+            hit.rank = rank
+        highlighter = Highlighter(query_lexemes(backend.pool, queries)) if mode != "vector" and hits else None
+        documents = documents_from_chunks(hits, highlighter=highlighter)[:request.limit]
+        if not hits:
+            notes.extend(_why_nothing_found(backend.pool, request))
+        return Retrieval(request, queries, hits, mode, code_mode, _spaces(page, text_vectors, code_vectors), outcome,
+                         degradation, notes, documents)
     if request.per_document is not None:
         hits, left_out = _capped_per_document(hits, request.per_document, request.limit)
         if left_out:
@@ -229,10 +254,15 @@ def retrieve(backend: RetrievalBackend, request: SearchRequest) -> Retrieval:
             hit.highlights = highlighter.highlight(hit.hit.content)
     if not hits:
         notes.extend(_why_nothing_found(backend.pool, request))
+    return Retrieval(request, queries, hits, mode, code_mode, _spaces(page, text_vectors, code_vectors), outcome,
+                     degradation, notes)
+
+
+def _spaces(page: HitPage, text_vectors: Vectors | None, code_vectors: Vectors | None) -> list[str]:
+    """The vector spaces whose legs ran."""
     failed = {failure.leg for failure in page.failed_legs} | set(page.redundant_legs)
-    spaces = [space for space, vectors in ((TEXT_SPACE, text_vectors), (CODE_SPACE, code_vectors))
-              if vectors is not None and leg_of(space) not in failed]
-    return Retrieval(request, queries, hits, mode, code_mode, spaces, outcome, degradation, notes)
+    return [space for space, vectors in ((TEXT_SPACE, text_vectors), (CODE_SPACE, code_vectors))
+            if vectors is not None and leg_of(space) not in failed]
 
 
 #: quarry.hybrid_search leaves the code leg out when one model serves both spaces: every code chunk is in the

@@ -23,6 +23,8 @@ CodeMode = Literal["on", "off", "exclusive"]
 VersionMatchMode = Literal["strict", "permissive"]
 VersionMatch = Literal["exact", "compatible", "unknown", "mismatch"]
 Fusion = Literal["rrf", "convex"]
+#: chunk: rows are chunks; document: rows are documents ranked by their chunks (``engine.retrieval.grouping``).
+GroupBy = Literal["chunk", "document"]
 #: A retrieval leg: keyword (BM25), the general vector space, the code vector space.
 Leg = Literal["fts", "vector", "code"]
 LEGS: tuple[Leg, ...] = ("fts", "vector", "code")
@@ -78,9 +80,14 @@ class SearchRequest:
     ranking: Ranking = field(default_factory=Ranking)
     #: Why reranking is off when ``rerank`` is False, as the response reports it.
     no_rerank_reason: str = NO_RERANK_REQUESTED
-    #: At most this many chunks of one document, the rest left out (None: every chunk, as callers that rank
-    #: documents themselves need).
+    #: At most this many chunks of one document, the rest left out (None: every chunk). Unused with
+    #: ``group_by="document"``, whose rows are documents.
     per_document: int | None = DEFAULT_PER_DOCUMENT
+    #: document: ``limit`` documents, each ranked by its chunks' evidence, with its best spans.
+    group_by: GroupBy = "chunk"
+    #: With ``group_by="document"``: chunks ranked before they are grouped (legs rank at least as many); None:
+    #: ``limit`` times ``grouping.CHUNKS_PER_DOCUMENT``, at least ``pipeline.RERANK_CANDIDATES``, at most ``MAX_DEPTH``.
+    chunk_depth: int | None = None
 
     def __post_init__(self) -> None:
         if not self.queries or any(not query.strip() for query in self.queries):
@@ -89,6 +96,10 @@ class SearchRequest:
             raise InvalidRequestError(f"limit must be between 1 and {MAX_DEPTH}, got {self.limit}")
         if self.per_document is not None and self.per_document < 1:
             raise InvalidRequestError(f"per_document must be at least 1 (or null for no cap), got {self.per_document}")
+        if self.group_by not in ("chunk", "document"):
+            raise InvalidRequestError(f"group_by must be 'chunk' or 'document', got {self.group_by!r}")
+        if self.chunk_depth is not None and not 1 <= self.chunk_depth <= MAX_DEPTH:
+            raise InvalidRequestError(f"chunk_depth must be between 1 and {MAX_DEPTH}, got {self.chunk_depth}")
 
     @property
     def distinct_queries(self) -> list[str]:

@@ -35,14 +35,15 @@ class RerankOutcome:
 
 
 def rerank(reranker: Reranker, request: SearchRequest, queries: list[str], candidates: list[RankedHit],
-           degradation: Degradation) -> RerankOutcome:
-    """Score ``candidates`` against the first query; the best ``request.limit`` of them, best first."""
+           degradation: Degradation, *, keep_all: bool = False) -> RerankOutcome:
+    """Score ``candidates`` against the first query; the best ``request.limit`` of them (``keep_all``: every
+    one), best first."""
     if not candidates:
         return RerankOutcome(attempted=True)
     documents = [rerank_text(candidate.hit) for candidate in candidates]
     try:
         scored = reranker.rerank(queries[0], documents, instructions=request.rerank_instructions,
-                                 top_k=min(request.limit, len(candidates)))
+                                 top_k=len(candidates) if keep_all else min(request.limit, len(candidates)))
     except ProviderError as error:
         degradation.note(f"rerank_failed: {error.reason}; results keep the fused order")
         return RerankOutcome(attempted=True)

@@ -9,16 +9,23 @@ from engine.corpus.documents import (
     MAX_BYTE_RANGE,
     PAGE_CHUNKS,
     DocumentInfo,
+    DocumentPage,
     StoredChunk,
+    encode_cursor,
     get_chunk,
     get_document,
     read_document_bytes,
 )
+from engine.errors import InvalidRequestError
 from mcp_server.bounds import bounded_json, wire_size
 from mcp_server.envelope import to_json
 from mcp_server.limits import MAX_RESPONSE_BYTES
 from mcp_server.schemas import GetChunkArgs, GetDocumentArgs, ReadDocumentBytesArgs
+from mcp_server.token_budget import estimated_tokens, pack
 from mcp_server.tools import ToolContext, ToolSpec, one_token
+
+#: Tokens kept for the cursor and counts a budget-ended page reports (set after packing).
+_CURSOR_TOKENS = 16
 
 
 def _document(info: DocumentInfo) -> dict[str, Any]:
@@ -40,7 +47,7 @@ def _document(info: DocumentInfo) -> dict[str, Any]:
 
 
 def _chunk(chunk: StoredChunk) -> dict[str, Any]:
-    return {
+    row: dict[str, Any] = {
         "chunk_id": str(chunk.chunk_id),
         "ordinal": chunk.ordinal,
         "heading_path": chunk.heading_path,
@@ -51,6 +58,9 @@ def _chunk(chunk: StoredChunk) -> dict[str, Any]:
         "end_byte": chunk.end_byte,
         "content": chunk.content,
     }
+    if chunk.resumed_from_char:
+        row["resumed_from_char"] = chunk.resumed_from_char
+    return row
 
 
 def run_get_document(context: ToolContext, args: GetDocumentArgs) -> str:
@@ -64,8 +74,37 @@ def run_get_document(context: ToolContext, args: GetDocumentArgs) -> str:
         "next_cursor": page.next_cursor,
         "truncated": False,
     }
+    if args.max_tokens is not None:
+        _fit_budget(payload, page, args.max_tokens)
     # No chunk is ever dropped here: the cursor already points past this page.
     return bounded_json(payload, chunks)
+
+
+def _fit_budget(payload: dict[str, Any], page: DocumentPage, max_tokens: int) -> None:
+    """Whole lines of the page up to ``max_tokens``; the cursor resumes where they stop, inside a chunk if need be."""
+    chunks: list[dict[str, Any]] = payload["chunks"]
+    pack(payload, chunks, max_tokens, omitted_key="omitted_chunks", fill=True, reserve_tokens=_CURSOR_TOKENS)
+    last, stored = chunks[-1], page.chunks[len(chunks) - 1]
+    if last.get("truncated"):
+        kept = last["content"]
+        if not kept:  # a cursor to the same place would never get on
+            raise InvalidRequestError(
+                f"max_tokens: {max_tokens} leaves no room for the document's text after its metadata "
+                f"(about {estimated_tokens(payload)} tokens); ask for at least {estimated_tokens(payload) + 100}",
+                argument="max_tokens")
+        if stored.content_is_bytes:  # the spans of what is here, not of the whole chunk
+            last["end_line"] = stored.start_line + kept.count("\n")
+            last["end_byte"] = stored.start_byte + len(kept.encode())
+        resume = encode_cursor(page.document.document_id, stored.ordinal, stored.resumed_from_char + len(kept))
+    elif len(chunks) < len(page.chunks):
+        resume = encode_cursor(page.document.document_id, page.chunks[len(chunks)].ordinal)
+    else:
+        return
+    payload["next_cursor"] = resume
+    payload["returned_chunks"] = len(chunks)
+    payload["remaining_chunks"] = page.remaining_chunks + len(page.chunks) - len(chunks) + (1 if last.get(
+        "truncated") else 0)
+    payload["token_budget"]["used_tokens"] = estimated_tokens(payload)
 
 
 def run_get_chunk(context: ToolContext, args: GetChunkArgs) -> str:
@@ -113,7 +152,9 @@ GET_DOCUMENT = ToolSpec(
         "A document's metadata (title, path, url, source, content type, size) and its chunks in order, "
         f"{PAGE_CHUNKS} chunks or about 128 KB per page. Pass a document_id from a search result; when "
         "next_cursor is not null, call again with cursor=next_cursor for the next page (remaining_chunks says "
-        "how many are left). Each chunk has its heading_path or symbol_path, line span and byte span."
+        "how many are left). Each chunk has its heading_path or symbol_path, line span and byte span. max_tokens "
+        "ends the page at a line within its budget (a chunk cut there says truncated and cut_at); next_cursor "
+        "resumes at that line."
     ),
     arguments=GetDocumentArgs,
     run=run_get_document,

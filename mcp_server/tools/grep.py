@@ -52,8 +52,9 @@ GREP = ToolSpec(
         "Every line holding an exact substring (identifiers, error messages, SQL) or, with regex=true, matching a "
         "Postgres regular expression, in source, path and line order: source, path, line, text, match "
         "{start, end} (character offsets in text), context lines, document_id and chunk_id. Narrow with filters "
-        "(path globs, symbol, source_slug, language, ...). Pages end at limit, by size or after a 2 s scan "
-        "(truncated: true); pass next_cursor to go on. Use search for questions; grep for exact text."
+        "(path globs, symbol, source_slug, language, ...; symbol and chunk_kind hold for a line's own chunk). "
+        "Pages end at limit, by size or after a 2 s scan (truncated: true); pass next_cursor to go on. Use "
+        "search for questions; grep for exact text."
     ),
     arguments=GrepArgs,
     run=run_grep,

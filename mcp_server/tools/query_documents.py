@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
-from uuid import UUID
 
 from pydantic import BaseModel, Field
 
 from engine.corpus.whole_documents import DEFAULT_CHUNKS_PER_DOCUMENT, MAX_CHUNKS_PER_DOCUMENT, merged_documents
-from engine.retrieval.pipeline import RERANK_CANDIDATES, retrieve
+from engine.retrieval.pipeline import retrieve
 from engine.retrieval.request import SearchRequest
 from mcp_server.bounds import bounded_json
 from mcp_server.envelope import to_json
-from mcp_server.limits import MAX_RESPONSE_BYTES, MAX_RESULTS
-from mcp_server.schemas import _STRICT, Filters, QueryText
+from mcp_server.limits import MAX_RESPONSE_BYTES
+from mcp_server.schemas import _STRICT, MAX_TOKENS_DESCRIPTION, Filters, QueryText
+from mcp_server.token_budget import CHARS_PER_TOKEN, MAX_TOKENS, MIN_TOKENS, estimated_tokens, pack
 from mcp_server.tools import ToolContext, ToolSpec, one_token
 
 MAX_DOCUMENTS = 20
-#: Chunks retrieved (and reranked) per document asked for: a document's best chunk is rarely alone.
-CHUNKS_PER_DOCUMENT_WANTED = 4
 
 
 class QueryDocumentsArgs(BaseModel):
@@ -31,27 +30,23 @@ class QueryDocumentsArgs(BaseModel):
     max_chunks_per_document: int = Field(
         default=DEFAULT_CHUNKS_PER_DOCUMENT, ge=1, le=MAX_CHUNKS_PER_DOCUMENT,
         description=f"Chunks merged per document (1-{MAX_CHUNKS_PER_DOCUMENT}), from its start.")
+    max_tokens: int | None = Field(default=None, ge=MIN_TOKENS, le=MAX_TOKENS, description=MAX_TOKENS_DESCRIPTION)
 
 
 def run_query_documents(context: ToolContext, args: QueryDocumentsArgs) -> str:
     filters = args.filters.as_engine_filters() if args.filters is not None else None
-    depth = min(MAX_RESULTS, max(RERANK_CANDIDATES, args.top_k * CHUNKS_PER_DOCUMENT_WANTED))
-    # every chunk: documents are ranked here, by their best chunk, with how many matched
-    retrieval = retrieve(context.backend, SearchRequest((args.query_text,), limit=depth, filters=filters or None,
-                                                        per_document=None))
-    best: dict[str, dict[str, Any]] = {}
-    matched: dict[str, int] = {}
-    for row in (hit.as_row() for hit in retrieval.hits):  # best first: a document's first row is its best chunk
-        best.setdefault(row["document_id"], row)
-        matched[row["document_id"]] = matched.get(row["document_id"], 0) + 1
-    chosen = list(best.values())[:args.top_k]
-    merged = merged_documents(context.backend.pool, [UUID(row["document_id"]) for row in chosen],
+    # the documents advanced_search's group_by='document' returns (engine.retrieval.grouping)
+    retrieval = retrieve(context.backend, SearchRequest((args.query_text,), limit=args.top_k, filters=filters or None,
+                                                        group_by="document"))
+    chosen = retrieval.documents or []
+    merged = merged_documents(context.backend.pool, [document.document_id for document in chosen],
                               args.max_chunks_per_document)
     documents: list[dict[str, Any]] = []
-    for row in chosen:
-        whole = merged.get(UUID(row["document_id"]))
+    for document in chosen:
+        whole = merged.get(document.document_id)
         if whole is None:  # deleted since the search
             continue
+        row = document.best.as_row()
         documents.append({
             "rank": len(documents) + 1,
             "document_id": row["document_id"],
@@ -61,9 +56,10 @@ def run_query_documents(context: ToolContext, args: QueryDocumentsArgs) -> str:
             "source": row["source"],
             "content_type": row["content_type"],
             "language": row["language"],
+            "score": round(document.score, 4),
             "best_score": row["confidence"],
             "best_chunk_id": row["chunk_id"],
-            "matched_chunks": matched[row["document_id"]],
+            "matched_chunks": len(document.chunks),
             "chunk_count": whole.chunk_count,
             "merged_chunks": whole.merged_chunks,
             "trust_score": row["trust_score"],
@@ -82,6 +78,10 @@ def run_query_documents(context: ToolContext, args: QueryDocumentsArgs) -> str:
         payload["notes"] = [retrieval.rerank.note]
     if filters:
         payload["filters"] = filters
+    if args.max_tokens is not None:
+        # room for renaming each document's content to merged_content, below
+        pack(payload, documents, args.max_tokens, omitted_key="omitted_documents",
+             reserve_tokens=math.ceil(len("merged_") * len(documents) / CHARS_PER_TOKEN))
     # bounded_json cuts fields named `content`; a document's field is `merged_content`, a few bytes longer
     # each, so the bound is taken that much tighter before renaming
     text = bounded_json(payload, documents, droppable=[documents], dropped_key="omitted_documents",
@@ -89,6 +89,8 @@ def run_query_documents(context: ToolContext, args: QueryDocumentsArgs) -> str:
     bounded = json.loads(text)
     for document in bounded["documents"]:
         document["merged_content"] = document.pop("content")
+    if "token_budget" in bounded:
+        bounded["token_budget"]["used_tokens"] = estimated_tokens(bounded)
     return to_json(bounded)
 
 
@@ -96,15 +98,15 @@ QUERY_DOCUMENTS = ToolSpec(
     name="query_documents",
     title="Search and read whole documents",
     description=(
-        "Search like advanced_search (hybrid, reranked when a reranker is configured), then group the hits by "
-        f"document and return the top_k (1-{MAX_DOCUMENTS}, default 5) whole documents, best first: "
+        "Search like advanced_search (hybrid, reranked when a reranker is configured), then rank documents as "
+        f"its group_by='document' does and return the top_k (1-{MAX_DOCUMENTS}, default 5) whole, best first: "
         "merged_content is the document's text from its chunks in document order (the first "
         f"max_chunks_per_document, 1-{MAX_CHUNKS_PER_DOCUMENT}, default {DEFAULT_CHUNKS_PER_DOCUMENT}), with "
-        "chunk_count (chunks it has), merged_chunks, matched_chunks (hits in it), best_score (its best chunk's "
-        "confidence: the rerank score when reranked), best_chunk_id, "
+        "chunk_count (chunks it has), merged_chunks, matched_chunks (hits in it), score (what it is ranked by), "
+        "best_score (its best chunk's confidence: the rerank score when reranked), best_chunk_id, "
         "title, path, url, source and trust. Use it when an answer needs a whole page rather than fragments. "
-        "Long documents are cut to keep the response under 256 KiB (truncated, omitted_chars): read the rest "
-        "with get_document."
+        "Long documents are cut to keep the response under 256 KiB, or max_tokens (truncated, omitted_chars, "
+        "cut_at): read the rest with get_document."
     ),
     arguments=QueryDocumentsArgs,
     run=run_query_documents,

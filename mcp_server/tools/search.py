@@ -32,7 +32,7 @@ def run_advanced_search(context: ToolContext, args: AdvancedSearchArgs) -> str:
     request = SearchRequest(tuple(args.queries), args.mode, args.code_mode, args.limit, rerank=args.rerank and not fast,
                             rerank_instructions=args.rerank_instructions, filters=filters or None,
                             version_match=args.version_match, per_document=args.per_document,
-                            no_rerank_reason=FAST_NO_RERANK if fast else NO_RERANK_REQUESTED)
+                            no_rerank_reason=FAST_NO_RERANK if fast else NO_RERANK_REQUESTED, group_by=args.group_by)
     return _execute(context, request, args.preset, args.max_tokens)
 
 
@@ -50,7 +50,8 @@ def search_payload(context: ToolContext, request: SearchRequest,
     retrieval = retrieve(context.backend, request)
     payload = retrieval.summary()
     notes = retrieval.notes()
-    texts = shape_results(context, preset, payload["results"])
+    # a document row carries spans, not content: a preset shapes chunk rows only (fast still skips reranking)
+    texts = shape_results(context, preset, payload["results"]) if retrieval.documents is None else []
     if preset != "detailed":
         payload["preset"] = preset
     if request.filters:
@@ -98,7 +99,8 @@ ADVANCED_SEARCH = ToolSpec(
         "filters: {\"<facet>\": {\"any_of\": [...], \"none_of\": [...]}}; facets are ANDed, any_of values ORed, "
         "none_of values excluded. Facets: source_slug, language, package (open sets); kind (docs_site, "
         "code_repo, standalone, mixed), attribution (official, maintainer, community, unknown), content_type "
-        "(markdown, rst, html, text, code), verified and deprecated (booleans); and the version facets "
+        "(markdown, rst, html, text, code), chunk_kind (definition, module, example, prose), verified and "
+        "deprecated (booleans); and the version facets "
         "language_target and sdk_dependency, which also take version_satisfies (a node-semver range), e.g. "
         "{\"sdk_dependency\": {\"any_of\": [\"react\"], \"version_satisfies\": \"^18\"}}. path (globs such as "
         "src/**/*.py) and symbol (dotted names such as Client.connect) narrow by location. version_match='strict' "
@@ -108,7 +110,9 @@ ADVANCED_SEARCH = ToolSpec(
         "reranker when one is configured; the response says whether reranking ran. Results have the same fields "
         "as `search`, plus version_match per result. preset: 'detailed' (default) as described; 'fast' skips "
         "reranking and returns light results (no confidence_factors or per-leg ranks, content cut to 500 "
-        "characters); 'full' adds to each result its neighbouring chunks (the one before and after it)."
+        "characters); 'full' adds to each result its neighbouring chunks (the one before and after it). "
+        "group_by='document' returns files instead: one row per document (path, score, confidence, "
+        "matched_chunks) with spans, its best 1-3 chunks (chunk_id, lines, snippet, highlights in the snippet)."
     ),
     arguments=AdvancedSearchArgs,
     run=run_advanced_search,
