@@ -184,9 +184,6 @@ $$;
 comment on function quarry.chunk_location_allows(jsonb, uuid, text, boolean, text) is
 'Whether a chunk passes the path (its document''s), symbol and chunk_kind rules of a filters object.';
 
--- The three-argument form (path and symbol only) is gone: every caller passes the chunk's kind columns.
-drop function if exists quarry.chunk_location_allows(jsonb, uuid, text);
-
 create or replace function quarry.document_location_allows(filters jsonb, document_id uuid, path text)
 returns boolean
 language sql stable parallel safe

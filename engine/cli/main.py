@@ -17,10 +17,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, get_args
 
-import psycopg
-import psycopg_pool
-
-from engine.admin.jobs import JobCancelledError
 from engine.corpus.facets import CHUNK_KINDS
 from engine.embed.base import SPACES, TEXT_SPACE
 from engine.errors import BusyError, InvalidRequestError, QuarryError, UnavailableError
@@ -252,6 +248,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = argparse.Namespace(command="psql", psql_args=arguments[1:])
     else:
         args = _parse_arguments(build_parser(), arguments)
+    # Imported once the arguments are known: --help and usage errors need no database driver.
+    import psycopg
+    import psycopg_pool
+
+    from engine.admin.jobs import JobCancelledError
+
     try:
         return _dispatch(args)
     except BusyError as error:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import get_args
-
-from psycopg.rows import class_row
-from psycopg_pool import ConnectionPool
+from typing import TYPE_CHECKING, get_args
 
 from engine.ingest.sources import Attribution, SourceKind
 from engine.retrieval.request import FacetValue, Filters, filters_json
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
 
 #: Document content types the parsers produce (``ParsedDocument.content_type``).
 CONTENT_TYPES: tuple[str, ...] = ("markdown", "rst", "html", "text", "code")
@@ -86,6 +86,8 @@ def facet_values(
     if unknown:
         raise ValueError(f"unknown facets {unknown}: expected {', '.join(FACET_KEYS)}")
     single = wanted[0] if len(wanted) == 1 else None
+    from psycopg.rows import class_row  # here: the CLI builds its arguments from this module's vocabularies
+
     with pool.connection() as conn, conn.cursor(row_factory=class_row(_FacetRow)) as cursor:
         cursor.execute(
             "select * from quarry.facet_values(%s, %s::jsonb, %s, %s)",

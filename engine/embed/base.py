@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
-Vectors = npt.NDArray[np.float32]
+    Vectors = npt.NDArray[np.float32]
+else:
+    def __getattr__(name: str) -> Any:
+        # numpy costs ~100 ms to import: the CLI's --help and argument errors should not pay it
+        # for the space names below (PEP 562: resolved on first use of engine.embed.base.Vectors).
+        if name == "Vectors":
+            import numpy as np
+            import numpy.typing as npt
+
+            return npt.NDArray[np.float32]
+        raise AttributeError(name)
 
 #: The general space: every chunk, prose and code.
 TEXT_SPACE = "text"

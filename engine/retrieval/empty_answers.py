@@ -4,8 +4,10 @@ named that does not exist (a typo would otherwise read as "no results")."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from psycopg_pool import ConnectionPool
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
 
 from engine.errors import NotFoundError
 
