@@ -378,7 +378,9 @@ def test_quarry_mcp_and_status_read_the_replicas_from_the_environment(
         _wait_for(lambda: _replica(mcp.ok("status"))["state"] == "ok", "the server's first replica check")
         assert mcp.ok("search", {"query": QUERY, "limit": 3})["results"]
         status = mcp.ok("status")
-    assert status["database"]["served_by"] == f"replica {redact_dsn(pair.replica_url)}"
+    # the replica as the server's own login (quarry_server), its password redacted
+    server_login = psycopg.conninfo.make_conninfo(pair.replica_url, user="quarry_server", password="x")
+    assert status["database"]["served_by"] == f"replica {redact_dsn(server_login)}"
     assert _replica(status)["reads"] >= 2
 
     env = {**parameters.env, "QUARRY_READ_DATABASE_URLS": pair.replica_url + ",host=/nonexistent dbname=x"}
