@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import platformdirs
 import psycopg
@@ -104,6 +104,8 @@ class Settings(BaseSettings):
     #: When on, searching a source needs a suggest_query_params call for it within the TTL (FLOW_GATE).
     flow_gate: bool = False
     flow_gate_ttl_s: float = Field(default=600.0, gt=0)
+    #: The MCP tool profile served (mcp_server.profiles): Quarry's own, or a contract's names and envelopes.
+    tools: Literal["default", "docs-server", "vectors", "all"] = "default"
 
     @field_validator("read_database_urls", mode="before")
     @classmethod

@@ -1,4 +1,5 @@
-"""Keep every tool result under ``MAX_RESPONSE_BYTES`` serialised, by truncating rather than failing.
+"""Keep every tool result under ``MAX_RESPONSE_BYTES`` serialised, by truncating rather than failing, and
+under ``DEFAULT_RESPONSE_BYTES`` unless the caller asks for more (``response_limit``).
 
 The payload travels as JSON text inside a JSON-RPC message, so it is escaped twice;
 sizes here are measured that way. When a payload is too big, the long ``content``
@@ -16,6 +17,19 @@ from typing import Any
 
 from mcp_server.envelope import to_json
 from mcp_server.limits import MAX_RESPONSE_BYTES
+
+#: A response a caller did not ask to be larger stays within this: an assistant pays each byte in context.
+DEFAULT_RESPONSE_BYTES = 32 * 1024
+#: Tokens of that bound (``mcp_server.token_budget`` estimates 4 characters of JSON per token), with room
+#: for the escaping and wrapping the byte count includes.
+DEFAULT_RESPONSE_TOKENS = 7_000
+
+
+def response_limit(max_tokens: int | None) -> int:
+    """The byte bound of a response: ``DEFAULT_RESPONSE_BYTES``, or what ``max_tokens`` asks (up to the cap)."""
+    if max_tokens is None:
+        return DEFAULT_RESPONSE_BYTES
+    return min(MAX_RESPONSE_BYTES, max(DEFAULT_RESPONSE_BYTES, max_tokens * 4 + 4096))
 
 #: Room for the JSON-RPC and CallToolResult wrapping around the payload text.
 _WRAPPER_BYTES = 1024

@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 
+from engine.config import Settings, get_settings
 from engine.runtime import Runtime
 
 DEFAULT_PORT = 8765
@@ -20,6 +21,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     """Add ``mcp`` and ``serve`` to the CLI's subcommands."""
     mcp = commands.add_parser("mcp", help="serve MCP tools over stdio (for an IDE assistant that starts Quarry)",
                               epilog='example (client config): {"command": "quarry", "args": ["mcp"]}')
+    _add_tools_option(mcp)
     mcp.set_defaults(run=run_stdio)
 
     serve = commands.add_parser(
@@ -40,7 +42,23 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     serve.add_argument("--burst", type=float, default=60.0, help="most tokens a key can hold (at least 10)")
     # `serve` used to default to stdio and take --http; HTTP is now what it does (stdio is `quarry mcp`).
     serve.add_argument("--http", action="store_true", help=argparse.SUPPRESS)
+    _add_tools_option(serve)
     serve.set_defaults(run=run_http)
+
+
+def _add_tools_option(command: argparse.ArgumentParser) -> None:
+    from mcp_server.profiles import PROFILE_NAMES
+
+    command.add_argument("--tools", choices=PROFILE_NAMES, default=None, metavar="PROFILE",
+                         help="tool profile: default (Quarry's tools), docs-server or vectors (those contracts' "
+                              "names and envelopes), all (default: $QUARRY_TOOLS or default)")
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    """The settings, with ``--tools`` over ``QUARRY_TOOLS``."""
+    if getattr(args, "tools", None) is None:
+        return get_settings()
+    return Settings(tools=args.tools)  # the environment, as get_settings reads it, with the flag over it
 
 
 def _log_to_stderr() -> None:
@@ -55,7 +73,7 @@ def run_stdio(args: argparse.Namespace) -> int:
     from mcp_server.server import serve_stdio
 
     _log_to_stderr()
-    with Runtime(read_only=True) as runtime:
+    with Runtime(_settings(args), read_only=True) as runtime:
         serve_stdio(runtime)
     return 0
 
@@ -69,7 +87,7 @@ def run_http(args: argparse.Namespace) -> int:
     policy = AccessPolicy.for_bind(args.host, no_auth=args.no_auth, extra_hosts=tuple(args.allowed_host),
                                    extra_origins=tuple(args.allowed_origin))
     rate_policy = RatePolicy(per_minute=args.rate_per_minute, burst=args.burst)
-    with Runtime(read_only=True) as runtime:
+    with Runtime(_settings(args), read_only=True) as runtime:
         # uvicorn's own line names the address, not the path a client is configured with
         print(f"quarry: serving MCP at {endpoint_url(args.host, args.port)}", file=sys.stderr, flush=True)
         serve_http(runtime, host=args.host, port=args.port, policy=policy, rate_policy=rate_policy)

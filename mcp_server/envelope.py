@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -70,8 +70,6 @@ class ToolFailure(Exception):
         return {"error": error}
 
 
-
-
 def internal_failure(error: BaseException, where: str) -> ToolFailure:
     """Log an unexpected error with its traceback under a new id; the client sees only the id."""
     error_id = new_error_id()
@@ -126,10 +124,24 @@ def _jsonable(value: object) -> str:
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
+#: How a profile shows a failure: Quarry's envelope, or the body a contract specifies (``mcp_server.profiles``).
+ErrorStyle = Callable[[ToolFailure], dict[str, Any]]
+
+
+def quarry_error(error: ToolFailure) -> dict[str, Any]:
+    """Quarry's own envelope: ``{"error": {"code", "message", "problems"?, "retry_after"?, "error_id"?}}``."""
+    return error.envelope()
+
+
 def success(text: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=False)
+    """The result as JSON text (for clients before structured content) and as ``structuredContent``.
+
+    The response bound is measured on the text; the structured copy is the same object unescaped.
+    """
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
+                                structured_content=json.loads(text), is_error=False)
 
 
-def failure(error: ToolFailure) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=to_json(error.envelope()))],
+def failure(error: ToolFailure, style: ErrorStyle = quarry_error) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=to_json(style(error)))],
                                 is_error=True)

@@ -207,22 +207,16 @@ class Filters(BaseModel):
         return {key: rule.as_rules() for key in FILTER_KEYS if (rule := getattr(self, key)) is not None}
 
 
-MAX_TOKENS_DESCRIPTION = ("Token budget for the whole response (estimated at 4 characters per token): results are "
-                          "kept best first while they fit; token_budget says what was used and left out.")
+MAX_TOKENS_DESCRIPTION = "Response budget, tokens; default ~8k"
 
 
 class SearchArgs(BaseModel):
     model_config = _STRICT
 
-    query: QueryText = Field(description="A natural-language question, an identifier, keywords, or a whole issue "
-                             "or stack trace (up to 8,000 characters: the keyword leg reads it all, the embedding "
-                             "model its first ~1,000 characters with the local model).")
-    mode: Mode = Field(default=DEFAULT_MODE, description="hybrid: keyword + semantic fused (best default); "
-                       "fts: keyword only, no embedding; vector: semantic only.")
-    code_mode: CodeMode = Field(default=DEFAULT_CODE_MODE,
-                                description="on: also fuse code-embedding results; off: general embeddings only; "
-                                "exclusive: code embeddings only. Must stay 'on' with mode='fts'.")
-    limit: int = Field(default=DEFAULT_LIMIT, ge=1, le=limits.MAX_RESULTS, description="Results to return.")
+    query: QueryText
+    mode: Mode = Field(default=DEFAULT_MODE, description="fts: keyword only; vector: semantic only")
+    code_mode: CodeMode = Field(default=DEFAULT_CODE_MODE, description="exclusive: code embeddings only")
+    limit: int = Field(default=DEFAULT_LIMIT, ge=1, le=limits.MAX_RESULTS)
     max_tokens: int | None = Field(default=None, ge=MIN_TOKENS, le=MAX_TOKENS, description=MAX_TOKENS_DESCRIPTION)
 
     @field_validator("code_mode")
@@ -234,29 +228,19 @@ class SearchArgs(BaseModel):
 class AdvancedSearchArgs(BaseModel):
     model_config = _STRICT
 
-    queries: list[QueryText] = Field(min_length=1, max_length=limits.MAX_QUERIES,
-                                     description="1-10 phrasings of what you need, fused by reciprocal rank "
-                                     "(a repeated query counts once).")
-    mode: Mode = Field(default=DEFAULT_MODE, description="hybrid, fts or vector, as in `search`.")
-    code_mode: CodeMode = Field(default=DEFAULT_CODE_MODE, description="on, off or exclusive, as in `search`.")
-    limit: int = Field(default=DEFAULT_LIMIT, ge=1, le=limits.MAX_RESULTS, description="Results to return.")
-    rerank: bool = Field(default=True, description="Rerank the fused candidates when a reranker is configured.")
-    rerank_instructions: str | None = Field(
-        default=None, min_length=1, max_length=limits.MAX_RERANK_INSTRUCTIONS,
-        description="What makes a result relevant, for the reranker (e.g. 'prefer API reference over tutorials').")
-    filters: Filters | None = Field(default=None, description="Facet filters; discover values with `facets`.")
-    version_match: VersionMatchMode = Field(
-        default=DEFAULT_VERSION_MATCH, description="strict: drop results whose version constraints do not match; "
-        "permissive: keep them, ranked lower.")
-    preset: Literal["fast", "detailed", "full"] = Field(
-        default="detailed", description="fast: no reranking, light results (no confidence_factors or per-leg "
-        "ranks, content cut to 500 characters); detailed: every field; full: detailed plus each result's "
-        "neighbouring chunks.")
+    queries: list[QueryText] = Field(min_length=1, max_length=limits.MAX_QUERIES, description="Phrasings, fused")
+    mode: Mode = Field(default=DEFAULT_MODE)
+    code_mode: CodeMode = Field(default=DEFAULT_CODE_MODE)
+    limit: int = Field(default=DEFAULT_LIMIT, ge=1, le=limits.MAX_RESULTS)
+    rerank: bool = Field(default=True)
+    rerank_instructions: str | None = Field(default=None, min_length=1, max_length=limits.MAX_RERANK_INSTRUCTIONS)
+    filters: Filters | None = Field(default=None)
+    version_match: VersionMatchMode = Field(default=DEFAULT_VERSION_MATCH)
+    preset: Literal["fast", "detailed", "full"] = Field(default="detailed", description="full adds neighbours")
     per_document: int | None = Field(default=DEFAULT_PER_DOCUMENT, ge=1, le=limits.MAX_RESULTS,
-                                     description="Chunks of one document returned at most; null for no cap.")
+                                     description="null: no cap")
     max_tokens: int | None = Field(default=None, ge=MIN_TOKENS, le=MAX_TOKENS, description=MAX_TOKENS_DESCRIPTION)
-    group_by: GroupBy = Field(default="chunk", description="document: one row per file (limit files; per_document "
-                              "unused), ranked by its best chunk, with its best spans: which file to read or edit.")
+    group_by: GroupBy = Field(default="chunk", description="document: a row per file")
 
     @field_validator("code_mode")
     @classmethod
@@ -267,40 +251,36 @@ class AdvancedSearchArgs(BaseModel):
 class FacetsArgs(BaseModel):
     model_config = _STRICT
 
-    facet: FacetKey | None = Field(default=None, description="One facet to list; omit for every facet but "
-                                   "chunk_kind (counted when named).")
+    facet: FacetKey | None = Field(default=None, description="One facet; omit for all but chunk_kind.")
     prefix: str | None = Field(default=None, min_length=1, max_length=limits.MAX_PREFIX_CHARS,
-                               description="Only values starting with this (case-insensitive).")
-    filters: Filters | None = Field(default=None, description="Count only documents passing these filters.")
-    limit: int = Field(default=50, ge=1, le=limits.MAX_FACET_VALUES,
-                       description="Values per facet, most common first.")
+                               description="Values starting with this (any case).")
+    filters: Filters | None = Field(default=None)
+    limit: int = Field(default=50, ge=1, le=limits.MAX_FACET_VALUES, description="Values per facet.")
 
 
 class GetDocumentArgs(BaseModel):
     model_config = _STRICT
 
-    document_id: AnyUuid = Field(description="A document_id from a search result.")
+    document_id: AnyUuid
     cursor: str | None = Field(default=None, min_length=1, max_length=limits.MAX_CURSOR_CHARS,
-                               description="next_cursor from the previous page; omit for the first page.")
-    max_tokens: int | None = Field(default=None, ge=MIN_TOKENS, le=MAX_TOKENS,
-                                   description="Token budget for the page (4 characters per token): whole lines up "
-                                   "to it; next_cursor resumes where it stopped.")
+                               description="next_cursor of the previous page.")
+    max_tokens: int | None = Field(default=None, ge=MIN_TOKENS, le=MAX_TOKENS, description=MAX_TOKENS_DESCRIPTION)
 
 
 class GetChunkArgs(BaseModel):
     model_config = _STRICT
 
-    chunk_id: AnyUuid = Field(description="A chunk_id from a search result.")
-    before: int = Field(default=0, ge=0, le=limits.MAX_NEIGHBOURS, description="Preceding chunks to include.")
-    after: int = Field(default=0, ge=0, le=limits.MAX_NEIGHBOURS, description="Following chunks to include.")
+    chunk_id: AnyUuid
+    before: int = Field(default=0, ge=0, le=limits.MAX_NEIGHBOURS)
+    after: int = Field(default=0, ge=0, le=limits.MAX_NEIGHBOURS)
 
 
 class ReadDocumentBytesArgs(BaseModel):
     model_config = _STRICT
 
-    document_id: AnyUuid = Field(description="A document_id from a search result or get_document.")
-    offset: int = Field(ge=0, le=2**31 - 1, description="First byte to read (0-based).")
-    length: int = Field(ge=1, le=limits.MAX_BYTE_RANGE, description="Bytes to read.")
+    document_id: AnyUuid
+    offset: int = Field(ge=0, le=2**31 - 1)
+    length: int = Field(ge=1, le=limits.MAX_BYTE_RANGE)
 
 
 class NoArgs(BaseModel):
@@ -441,13 +421,61 @@ def _check_filters_cover_every_facet() -> None:
 _check_filters_cover_every_facet()
 
 
-def published_schema(arguments: type[BaseModel]) -> dict[str, Any]:
+def published_schema(arguments: type[BaseModel], *, full_filters: bool = False) -> dict[str, Any]:
     """A tool's input schema as clients are shown it, without what costs context and says nothing: titles
-    (the property names say them) and the ``null`` alternative of optional arguments (leave them out)."""
-    return _compact(arguments.model_json_schema())  # type: ignore[no-any-return]
+    (the property names say them), the ``null`` alternative of optional arguments (leave them out), and the
+    long per-facet rule definitions of ``filters``.
+
+    Every client pays the catalogue in context on every session, so facet filters are published once in
+    full (``full_filters``: ``advanced_search``, with each fixed set's values) and elsewhere as one generic
+    rule. Either way the server checks the full model on arrival: the schema informs, the model decides.
+    """
+    schema: dict[str, Any] = _compact(arguments.model_json_schema())
+    definitions = schema.get("$defs")
+    if isinstance(definitions, dict) and "Filters" in definitions:
+        for name in [name for name in definitions if name.endswith("Rule")]:
+            del definitions[name]
+        definitions.update(_full_filter_definitions() if full_filters else _lean_filter_definitions())
+    return schema
+
+
+def _rule(items: dict[str, Any] | None = None, *, versions: bool = False) -> dict[str, Any]:
+    values: dict[str, Any] = {"type": "array"} if items is None else {"type": "array", "items": items}
+    properties: dict[str, Any] = {"any_of": values, "none_of": values}
+    if versions:
+        properties["version_satisfies"] = {"type": "string"}
+    return {"type": "object", "additionalProperties": False, "properties": properties}
+
+
+_FILTERS_HELP = ("Facets ANDed; any_of ORed, none_of excluded; values: see facets. path: globs (src/**/*.py); "
+                 "symbol: dotted names; version_satisfies: node-semver range.")
+
+
+def _full_filter_definitions() -> dict[str, Any]:
+    """Every fixed set's values (chunk_kind's as an enum, the others named in a description: fewer bytes)."""
+    named = {"kind": get_args(SourceKind), "attribution": get_args(Attribution), "content_type": get_args(ContentType)}
+    properties: dict[str, Any] = {}
+    for key in FILTER_KEYS:
+        if key == "chunk_kind":
+            properties[key] = {"$ref": "#/$defs/ChunkKindRule"}
+        elif key in VERSION_FACET_NAMES:
+            properties[key] = {"$ref": "#/$defs/VersionRule"}
+        elif key in named:
+            properties[key] = {"$ref": "#/$defs/Rule", "description": "|".join(named[key])}
+        else:
+            properties[key] = {"$ref": "#/$defs/Rule"}
+    return {"Rule": _rule(), "VersionRule": _rule(versions=True),
+            "ChunkKindRule": _rule({"enum": list(get_args(ChunkKind))}),
+            "Filters": {"type": "object", "additionalProperties": False, "description": _FILTERS_HELP,
+                        "properties": properties}}
+
+
+def _lean_filter_definitions() -> dict[str, Any]:
+    return {"Filters": {"type": "object", "properties": {key: {} for key in FILTER_KEYS}}}
 
 
 def _compact(node: Any) -> Any:
+    """``node`` without titles, the null alternative of optional arguments, or a type its enum implies."""
     if isinstance(node, list):
         return [_compact(item) for item in node]
     if not isinstance(node, dict):
@@ -460,6 +488,8 @@ def _compact(node: Any) -> Any:
             compacted[key] = {name: _compact(schema) for name, schema in value.items()}
         else:
             compacted[key] = _compact(value)
+    if "enum" in compacted and compacted.get("type") == "string":
+        del compacted["type"]  # the values say it
     alternatives = compacted.get("anyOf")
     if ("default" in compacted and compacted["default"] is None and isinstance(alternatives, list)
             and len(alternatives) == 2 and {"type": "null"} in alternatives):

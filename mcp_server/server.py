@@ -32,82 +32,59 @@ from mcp.server.stdio import stdio_server
 
 from engine.embed.base import TEXT_SPACE
 from engine.runtime import Runtime
+from engine.store.api_keys import VerifiedKey
 from engine.store.replicas import ReplicaSet
 from mcp_server.auth import caller_of
 from mcp_server.backend import Backend, database_keeper_of, on_pool, replicas_of
 from mcp_server.envelope import ToolFailure, classify, failure, success
-from mcp_server.flow_gate import FlowGate
+from mcp_server.profiles import Profile, build_profile
+from mcp_server.profiles.default import DEFAULT_INSTRUCTIONS
 from mcp_server.ratelimit import RateLimiter
 from mcp_server.schemas import parse_arguments, published_schema
-from mcp_server.tools import ToolContext, ToolSpec, all_tools
+from mcp_server.tools import ToolContext, ToolSpec
 
 logger = logging.getLogger("quarry.mcp")
 
-INSTRUCTIONS = """\
-Quarry searches an indexed corpus of documentation and source code (docs sites, code repositories, \
-standalone pages), ranking by keyword and semantic similarity together.
-
-How to work with it:
-1. Start with `search` for a question, an error message, an API or identifier name.
-2. For several phrasings of one need, or to restrict by source, language, package, kind or format, call \
-`facets` first to see which filter values exist, then `advanced_search` with `queries` and `filters`.
-3. Results are chunks of documents. Read around a hit with `get_chunk` (neighbouring chunks) or \
-`get_document` (the whole document, page by page via `next_cursor`); `read_document_bytes` returns exact \
-raw bytes, e.g. a chunk's start_byte/end_byte span.
-4. For "how many" questions use `count`; for whole pages `query_documents`; to cite, `generate_urls`. \
-When unsure which source to ask, `route_sources` ranks them and `suggest_query_params` proposes filters; \
-`guided_query` does routing, suggestion and the search or count in one call and explains its choices.
-5. For the user's version, filter `advanced_search` on `language_target` / `sdk_dependency` with \
-`version_satisfies` (a node-semver range); `version_match: "strict"` never substitutes another version.
-6. `list_sources` shows what is indexed; `status` shows health, models, embedding coverage and limits; \
-`jobs` shows ingestion jobs. `vector_*` tools store and search your own embeddings.
-
-Reading results: `confidence` (0-1) is how strongly retrieval ranked a chunk; `trust_score` (0-1) is how \
-far to trust its source, explained by `confidence_factors` (attribution, verification, freshness, \
-deprecation, version match). When sources disagree prefer higher trust; be careful with deprecated ones. \
-`degraded: true` means part of the search failed and the results come from what still worked \
-(`degradation_reason` and `hybrid_leg_failed` say what); they are usable but may be ranked less well. \
-`reranked: false` with `rerank_skipped_reason` means the fused order was kept. `notes` explain arguments \
-that had no effect. Long content is cut to keep responses under 256 KiB and marked `truncated: true`; \
-read the rest with get_chunk, get_document or read_document_bytes.
-
-Errors arrive as {"error": {"code", "message", "problems": [{"path", "rule"}]}}: INVALID (fix the named \
-argument), LIMIT (ask for less: fewer queries, a smaller limit), NOT_FOUND (an unknown id: search again), \
-RATE_LIMITED (wait retry_after seconds), UNAUTHORIZED (API key missing, revoked or without the needed \
-scope), UNAVAILABLE (a dependency is down: retry later), BUSY (the server is at capacity: retry after \
-retry_after seconds), FLOW_GATE (call suggest_query_params for that \
-source first), INTERNAL (a bug: quote error_id)."""
-
-_READ_ONLY = types.ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-                                   open_world_hint=False)
+_READ_ONLY = types.ToolAnnotations(read_only_hint=True)
 _CHANGES_STATE = types.ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
                                        open_world_hint=False)
 
 
+def listing(spec: ToolSpec[Any]) -> types.Tool:
+    """How ``tools/list`` shows a tool: no title (the name says it, and every session pays each byte)."""
+    return types.Tool(name=spec.name, description=spec.description,
+                      input_schema=published_schema(spec.arguments, full_filters=spec.full_filters),
+                      output_schema=spec.output_schema, annotations=_READ_ONLY if spec.read_only else _CHANGES_STATE)
+
+
+def may_administer(caller: VerifiedKey | None) -> bool:
+    """Whether a caller sees the admin tools: an admin key, or no key at all (stdio, ``--no-auth``: the owner)."""
+    return caller is None or caller.allows("admin")
+
+
 def build_server(backend: Backend, *, limiter: RateLimiter | None = None,
-                 tools: Sequence[ToolSpec[Any]] | None = None) -> Server[Any]:
+                 tools: str | Sequence[ToolSpec[Any]] | None = None) -> Server[Any]:
     """The MCP server for ``backend``; ``limiter`` meters callers that authenticated with a key.
 
-    ``tools`` defaults to every tool, behind the flow gate the settings configure.
+    ``tools`` is a profile's name (``mcp_server.profiles``) or the tool specs themselves; None takes the
+    profile the settings name (``QUARRY_TOOLS``, default ``default``).
     """
-    if tools is None:
-        tools = FlowGate.from_settings(backend.settings).wrap(all_tools())
-    specs = {spec.name: spec for spec in tools}
+    if tools is None or isinstance(tools, str):
+        profile = build_profile(tools or backend.settings.tools, backend.settings)
+    else:
+        profile = Profile("custom", tuple(tools), DEFAULT_INSTRUCTIONS)
+    specs = {spec.name: spec for spec in profile.tools}
     context = ToolContext(backend, limiter.policy if limiter is not None else None)
     capacity = InFlight(backend.settings.max_in_flight)
     # One worker thread per admitted call: anyio's shared pool (40 threads, also used by key
     # checks and /healthz) would otherwise queue calls past 40 behind the in-flight ceiling.
     tool_threads = anyio.CapacityLimiter(backend.settings.max_in_flight)
     replicas = replicas_of(backend)
-    catalogue = [
-        types.Tool(name=spec.name, title=spec.title, description=spec.description,
-                   input_schema=published_schema(spec.arguments),
-                   annotations=_READ_ONLY if spec.read_only else _CHANGES_STATE)
-        for spec in specs.values()
-    ]
+    everyone = [listing(spec) for spec in specs.values() if spec.audience == "everyone"]
+    administrators = [listing(spec) for spec in specs.values()]
 
-    async def list_tools(_: Any, __: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=catalogue)
+    async def list_tools(ctx: Any, _: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=administrators if may_administer(caller_of(ctx.request)) else everyone)
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         spec = specs.get(params.name)
@@ -115,13 +92,13 @@ def build_server(backend: Backend, *, limiter: RateLimiter | None = None,
             return failure(ToolFailure("NOT_FOUND", f"no such tool; the tools are {', '.join(specs)}"))
         if not capacity.enter():
             return failure(ToolFailure("BUSY", f"the server is at capacity ({capacity.limit} calls running); "
-                                       "retry shortly", retry_after=BUSY_RETRY_AFTER_S))
+                                       "retry shortly", retry_after=BUSY_RETRY_AFTER_S), spec.errors)
         started = time.monotonic()
         keeper = database_keeper_of(backend)  # looked up per call: a server starts it after building this
         try:
             arguments = parse_arguments(spec.arguments, params.arguments)
             if keeper is not None and keeper.lost:
-                return failure(DATABASE_RESTARTING)
+                return failure(DATABASE_RESTARTING, spec.errors)
             caller = caller_of(ctx.request)
             if caller is not None and limiter is not None:
                 await anyio.to_thread.run_sync(limiter.charge, caller, spec.cost(arguments))
@@ -133,8 +110,8 @@ def build_server(backend: Backend, *, limiter: RateLimiter | None = None,
                 text = await anyio.to_thread.run_sync(spec.run, call_context, arguments, limiter=tool_threads)
         except Exception as error:  # the boundary: whatever happened, the client gets the envelope
             if keeper is not None and _database_unreachable(error) and keeper.accounts_for(started):
-                return failure(DATABASE_RESTARTING)  # the keeper logs the outage once, not each call
-            return failure(classify(error, spec.name))
+                return failure(DATABASE_RESTARTING, spec.errors)  # the keeper logs the outage once, not each call
+            return failure(classify(error, spec.name), spec.errors)
         finally:
             capacity.leave()
         return success(text)
@@ -144,7 +121,7 @@ def build_server(backend: Backend, *, limiter: RateLimiter | None = None,
         version=server_version(),
         title="Quarry",
         description="Hybrid search over documentation and code",
-        instructions=INSTRUCTIONS,
+        instructions=profile.instructions,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
@@ -222,7 +199,9 @@ def warm_up(backend: Backend) -> None:
 
 
 def serve_stdio(backend: Backend) -> None:
-    """Serve MCP over stdin/stdout until the client closes stdin (no keys: the client owns this process)."""
+    """Serve MCP over stdin/stdout until the client closes stdin (no keys: the client owns this process).
+
+    The tools are the profile ``QUARRY_TOOLS`` names (``quarry mcp --tools`` sets it)."""
     server = build_server(backend)
     warm_up(backend)
 

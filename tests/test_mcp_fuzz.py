@@ -301,7 +301,8 @@ def fuzzed(migrated_url: str, session_pool: ConnectionPool, local_embedder: Embe
         with serving(app) as url, httpx2.Client(timeout=120) as http, \
                 mcp_session(http_transport(url + "/mcp", _bearer(search_key))) as search, \
                 mcp_session(http_transport(url + "/mcp", _bearer(admin_key))) as admin:
-            schemas = {tool.name: tool.input_schema for tool in search.list_tools()}
+            # every tool: a search key is not shown the admin tools, and the fuzz calls them too
+            schemas = {tool.name: tool.input_schema for tool in admin.list_tools()}
             yield Fuzzed(url, search_key, admin_key, known, schemas, session_pool, http, search, admin)
     finally:
         reader.close()

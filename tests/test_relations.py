@@ -409,13 +409,7 @@ def test_a_chunk_means_its_document_and_unknown_ids_are_not_found(quarry_tree: C
 
 
 @pytest.fixture()
-def mcp(quarry_tree: ConnectionPool, database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[McpSession]:
-    from mcp_server import server as mcp_server_module
-    from mcp_server.tools import all_tools
-    from mcp_server.tools.relations import NEIGHBORS
-
-    # Until the tool is registered in all_tools(); registered, this changes nothing (names are unique keys).
-    monkeypatch.setattr(mcp_server_module, "all_tools", lambda: [*all_tools(), NEIGHBORS])
+def mcp(quarry_tree: ConnectionPool, database_url: str) -> Iterator[McpSession]:
     backend = StaticBackend(Settings(database_url=database_url), quarry_tree)  # neighbors embeds nothing
     with serving(build_http_app(backend, AccessPolicy.for_bind("127.0.0.1", no_auth=True))) as url, \
             mcp_session(http_transport(url + "/mcp")) as session:

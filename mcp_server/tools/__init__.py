@@ -8,11 +8,12 @@ a rate-limit cost and a blocking ``run`` that returns the bounded JSON result.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Generic
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal
 
 from engine.store.api_keys import Scope, VerifiedKey
 from mcp_server.backend import Backend
+from mcp_server.envelope import ErrorStyle, quarry_error
 from mcp_server.ratelimit import RatePolicy
 from mcp_server.schemas import ArgsT
 
@@ -38,6 +39,9 @@ class ToolContext:
                               f"this key has {', '.join(self.caller.scopes)}")
 
 
+Audience = Literal["everyone", "admin"]
+
+
 @dataclass(frozen=True, slots=True)
 class ToolSpec(Generic[ArgsT]):
     name: str
@@ -48,6 +52,14 @@ class ToolSpec(Generic[ArgsT]):
     cost: Callable[[ArgsT], int]
     #: False for a tool that can change state (e.g. cancel a job): clients see it in the annotations.
     read_only: bool = True
+    #: What ``structuredContent`` holds (``mcp_server.tools.outputs.shape``).
+    output_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+    #: admin: listed only to callers that may use it (an admin key, or no key: stdio and ``--no-auth``).
+    audience: Audience = "everyone"
+    #: How this tool's failures look: Quarry's envelope, or the one its contract specifies.
+    errors: ErrorStyle = quarry_error
+    #: Publish ``filters`` with every fixed facet's values (else one generic rule: ``published_schema``).
+    full_filters: bool = False
 
 
 def one_token(_: Any) -> int:

@@ -8,21 +8,21 @@ from uuid import UUID
 from pydantic import BaseModel, Field
 
 from engine.embed.base import TEXT_SPACE
-from engine.retrieval.counting import COUNT_BOUND, SIMILARITY_FLOOR, DocumentCount, count_documents
+from engine.retrieval.counting import SIMILARITY_FLOOR, DocumentCount, count_documents
 from engine.retrieval.degradation import Degradation, embed_queries
 from engine.retrieval.pipeline import check_version_ranges
 from engine.retrieval.request import Filters as EngineFilters
 from mcp_server.bounds import bounded_json
 from mcp_server.schemas import _STRICT, Filters, QueryText
 from mcp_server.tools import ToolContext, ToolSpec, one_token
+from mcp_server.tools.outputs import shape
 
 
 class CountArgs(BaseModel):
     model_config = _STRICT
 
-    query_text: QueryText = Field(description="What the documents are about, e.g. 'partial indexes'; a query "
-                                  "naming no subject (e.g. 'document') counts every document passing the filters.")
-    filters: Filters | None = Field(default=None, description="Facet filters, as in advanced_search.")
+    query_text: QueryText = Field(description="What the documents are about; 'document' counts all.")
+    filters: Filters | None = Field(default=None)
 
 
 def count_payload(context: ToolContext, query: str, filters: EngineFilters | None) -> dict[str, Any]:
@@ -85,16 +85,11 @@ COUNT = ToolSpec(
     name="count",
     title="Count the documents about something",
     description=(
-        "How many documents are about query_text (optionally under facet filters, as in advanced_search): a "
-        "document counts when one of its chunks holds every selective term of the query or is semantically "
-        f"close to it (hybrid candidates, each document once). Up to {COUNT_BOUND} per retrieval leg: "
-        "truncated=true means the bound was reached and the true number is at least count. A query naming no "
-        "subject ('document', 'all pages') with filters counts the documents passing the filters exactly "
-        "(method='metadata'). Returns count, truncated, method, selective_terms, per-leg document counts, an "
-        "explanation and a sample of up to 5 matching documents. Use it for 'how many ...' questions instead of "
-        "searching and counting results."
+        "How many documents are about query_text (each once; truncated: at least count). For 'how many' "
+        "questions."
     ),
     arguments=CountArgs,
     run=run_count,
     cost=one_token,
+    output_schema=shape({"count": "integer", "truncated": "boolean"}),
 )

@@ -6,8 +6,6 @@ import base64
 from typing import Any
 
 from engine.corpus.documents import (
-    MAX_BYTE_RANGE,
-    PAGE_CHUNKS,
     DocumentInfo,
     DocumentPage,
     StoredChunk,
@@ -17,12 +15,13 @@ from engine.corpus.documents import (
     read_document_bytes,
 )
 from engine.errors import InvalidRequestError
-from mcp_server.bounds import bounded_json, wire_size
+from mcp_server.bounds import DEFAULT_RESPONSE_BYTES, DEFAULT_RESPONSE_TOKENS, bounded_json, wire_size
 from mcp_server.envelope import to_json
 from mcp_server.limits import MAX_RESPONSE_BYTES
 from mcp_server.schemas import GetChunkArgs, GetDocumentArgs, ReadDocumentBytesArgs
 from mcp_server.token_budget import estimated_tokens, pack
 from mcp_server.tools import ToolContext, ToolSpec, one_token
+from mcp_server.tools.outputs import shape
 
 #: Tokens kept for the cursor and counts a budget-ended page reports (set after packing).
 _CURSOR_TOKENS = 16
@@ -74,8 +73,9 @@ def run_get_document(context: ToolContext, args: GetDocumentArgs) -> str:
         "next_cursor": page.next_cursor,
         "truncated": False,
     }
-    if args.max_tokens is not None:
-        _fit_budget(payload, page, args.max_tokens)
+    # a page ends at a line within its budget, so next_cursor resumes exactly where it stopped
+    if chunks:
+        _fit_budget(payload, page, args.max_tokens or DEFAULT_RESPONSE_TOKENS)
     # No chunk is ever dropped here: the cursor already points past this page.
     return bounded_json(payload, chunks)
 
@@ -119,7 +119,7 @@ def run_get_chunk(context: ToolContext, args: GetChunkArgs) -> str:
         "after": after,
         "truncated": False,
     }
-    return bounded_json(payload, [*before, target, *after])
+    return bounded_json(payload, [*before, target, *after], limit=DEFAULT_RESPONSE_BYTES)
 
 
 def run_read_document_bytes(context: ToolContext, args: ReadDocumentBytesArgs) -> str:
@@ -149,41 +149,31 @@ GET_DOCUMENT = ToolSpec(
     name="get_document",
     title="Read a document page by page",
     description=(
-        "A document's metadata (title, path, url, source, content type, size) and its chunks in order, "
-        f"{PAGE_CHUNKS} chunks or about 128 KB per page. Pass a document_id from a search result; when "
-        "next_cursor is not null, call again with cursor=next_cursor for the next page (remaining_chunks says "
-        "how many are left). Each chunk has its heading_path or symbol_path, line span and byte span. max_tokens "
-        "ends the page at a line within its budget (a chunk cut there says truncated and cut_at); next_cursor "
-        "resumes at that line."
+        "A document and its chunks in order, a page (about 8k tokens) at a time; call again with "
+        "cursor=next_cursor."
     ),
     arguments=GetDocumentArgs,
     run=run_get_document,
     cost=one_token,
+    output_schema=shape({"document": "object", "chunks": "array", "next_cursor": "string?"}),
 )
 
 GET_CHUNK = ToolSpec(
     name="get_chunk",
     title="Read a chunk with its neighbours",
-    description=(
-        "One chunk by chunk_id (from a search result) with up to `before` preceding and `after` following "
-        "chunks of the same document (0-20 each), in document order, plus the document's metadata. Use it "
-        "to see the context around a search hit without reading the whole document."
-    ),
+    description="A chunk with up to before/after neighbouring chunks and its document.",
     arguments=GetChunkArgs,
     run=run_get_chunk,
     cost=one_token,
+    output_schema=shape({"chunk": "object", "before": "array", "after": "array"}),
 )
 
 READ_DOCUMENT_BYTES = ToolSpec(
     name="read_document_bytes",
     title="Read exact bytes of a document",
-    description=(
-        f"Exactly the stored bytes [offset, offset+length) of a document (length 1-{MAX_BYTE_RANGE}), e.g. a "
-        "chunk's start_byte/end_byte span from get_chunk or get_document, or the original text of a long "
-        "chunk that was truncated. data is UTF-8 text (encoding='utf-8') when the range decodes as UTF-8, "
-        "else base64 (encoding='base64'). total_bytes and end_of_document tell how much is left."
-    ),
+    description="Exact stored bytes of a document (e.g. a chunk's start_byte..end_byte): UTF-8, else base64.",
     arguments=ReadDocumentBytesArgs,
     run=run_read_document_bytes,
     cost=one_token,
+    output_schema=shape({"data": "string", "encoding": "string", "end_of_document": "boolean"}),
 )

@@ -9,6 +9,7 @@ from engine.retrieval.pipeline import check_version_ranges
 from mcp_server.bounds import bounded_json
 from mcp_server.schemas import FacetsArgs
 from mcp_server.tools import ToolContext, ToolSpec, one_token
+from mcp_server.tools.outputs import shape
 
 
 def run_facets(context: ToolContext, args: FacetsArgs) -> str:
@@ -31,6 +32,7 @@ def run_facets(context: ToolContext, args: FacetsArgs) -> str:
         "facets": facets,
         "filters_applied": bool(filters),
         "counts": "documents passing the filters that have each value",
+        "ordered_by": "documents, most first (fixed sets: then the set's order)",
         "truncated": False,
     }
     return bounded_json(payload, [], droppable=lists, dropped_key="omitted_values")
@@ -39,18 +41,9 @@ def run_facets(context: ToolContext, args: FacetsArgs) -> str:
 FACETS = ToolSpec(
     name="facets",
     title="Discover filter values",
-    description=(
-        "Valid values of each search facet with how many documents have them, most common first, so you can "
-        "build advanced_search filters that match something. Open-set facets (source_slug, language, "
-        "package, and the version facets language_target and sdk_dependency: languages and packages that "
-        "content declares versions for) list what is indexed; fixed-set facets (kind, attribution, "
-        "content_type, verified, deprecated; chunk_kind only when named, as it reads the chunks) list every "
-        "allowed value, with 0 for unused ones. Narrow with "
-        "facet (one facet), prefix (values starting with it, case-insensitive) and filters (count only "
-        "documents passing them). "
-        "more_values > 0 means more values exist than returned: raise limit or use prefix."
-    ),
+    description="Filter values per facet with document counts, most first; more_values > 0: raise limit or use prefix.",
     arguments=FacetsArgs,
     run=run_facets,
     cost=one_token,
+    output_schema=shape({"facets": "object", "ordered_by": "string"}),
 )

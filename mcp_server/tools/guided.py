@@ -24,6 +24,7 @@ from mcp_server.limits import MAX_RESULTS
 from mcp_server.schemas import _STRICT, Filters, QueryText
 from mcp_server.tools import ToolContext, ToolSpec
 from mcp_server.tools.count import count_payload
+from mcp_server.tools.outputs import shape
 from mcp_server.tools.presets import FAST_NO_RERANK, Preset
 from mcp_server.tools.routing import ranked_row, route
 from mcp_server.tools.search import search_payload
@@ -37,15 +38,11 @@ RANKED_IN_TRACE = 3
 class GuidedQueryArgs(BaseModel):
     model_config = _STRICT
 
-    user_query: QueryText = Field(description="The user's question, in natural language.")
-    source: SourceSlug | None = Field(default=None, description="A source slug; omit to let routing choose.")
-    filters: Filters | None = Field(default=None, description="Facet filters, as in advanced_search; they win "
-                                    "over suggested ones.")
-    top_k: int | None = Field(default=None, ge=1, le=MAX_RESULTS,
-                              description=f"Results to return when searching (default {DEFAULT_TOP_K}).")
-    preferred_tool: PreferredTool = Field(
-        default="auto", description="auto: count for 'how many' questions, else a search; count; or an "
-        "advanced_search preset: fast (no rerank, light results), detailed, full (with neighbouring chunks).")
+    user_query: QueryText
+    source: SourceSlug | None = Field(default=None, description="Omit to let routing choose.")
+    filters: Filters | None = Field(default=None)
+    top_k: int | None = Field(default=None, ge=1, le=MAX_RESULTS, description=f"Default {DEFAULT_TOP_K}.")
+    preferred_tool: PreferredTool = Field(default="auto", description="count, or an advanced_search preset.")
 
 
 def run_guided_query(context: ToolContext, args: GuidedQueryArgs) -> str:
@@ -128,16 +125,9 @@ def _explain(args: GuidedQueryArgs, selected: str | None, suggestion: Suggestion
 GUIDED_QUERY = ToolSpec(
     name="guided_query",
     title="Ask a question in one call",
-    description=(
-        "One call that routes, suggests and answers: picks the source (source, else filters.source_slug, else "
-        "route_sources' recommendation), applies suggest_query_params' filters (yours win), then counts or "
-        "searches. preferred_tool: auto (count for 'how many' questions or ones naming no subject, else "
-        "search), count, or an advanced_search preset: fast, detailed, full. Returns decision_trace "
-        "(input_source, routed_source, selected_source, ranked_sources, suggested_filters, suggested_fields, "
-        "selected_tool, preset, explanation, rerank status) and result: the count or advanced_search response. "
-        f"top_k (1-{MAX_RESULTS}, default {DEFAULT_TOP_K}) sets the results when searching."
-    ),
+    description="One call: choose the source, apply suggested filters, count or search; with decision_trace.",
     arguments=GuidedQueryArgs,
     run=run_guided_query,
     cost=lambda _: 2,
+    output_schema=shape({"decision_trace": "object", "result": "object"}),
 )

@@ -22,6 +22,7 @@ from mcp_server.bounds import bounded_json
 from mcp_server.envelope import to_json
 from mcp_server.schemas import AnyUuid
 from mcp_server.tools import ToolContext, ToolSpec, one_token
+from mcp_server.tools.outputs import shape
 
 #: Jobs on one ``list`` page, at most; failed files shown by ``show``, at most.
 MAX_JOBS_PAGE = 50
@@ -40,17 +41,13 @@ RUN_QUEUED_HINT = ("This server cannot run jobs: run `quarry jobs run` (every qu
 class JobsArgs(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
 
-    action: JobAction = Field(description="list: jobs, newest first; show: one job in full; cancel: stop a job "
-                              "(queued: at once; running: after its current batch); retry: queue a re-run of a "
-                              "failed, interrupted or cancelled job with the same arguments.")
-    job_id: AnyUuid | None = Field(default=None, validate_default=True,
-                                   description="The job, for show, cancel and retry (a job_id from list).")
-    status: JobStatus | None = Field(default=None, description="list: only jobs in this status.")
-    kind: JobKind | None = Field(default=None, description="list: only jobs of this kind.")
-    source: str | None = Field(default=None, pattern=SLUG_PATTERN, description="list: only jobs of this source slug.")
-    limit: int = Field(default=20, ge=1, le=MAX_JOBS_PAGE, description="list: jobs per page.")
-    cursor: str | None = Field(default=None, min_length=1, max_length=limits.MAX_CURSOR_CHARS,
-                               description="list: next_cursor from the previous page; omit for the newest jobs.")
+    action: JobAction
+    job_id: AnyUuid | None = Field(default=None, validate_default=True, description="For show, cancel, retry.")
+    status: JobStatus | None = Field(default=None)
+    kind: JobKind | None = Field(default=None)
+    source: str | None = Field(default=None, pattern=SLUG_PATTERN)
+    limit: int = Field(default=20, ge=1, le=MAX_JOBS_PAGE)
+    cursor: str | None = Field(default=None, min_length=1, max_length=limits.MAX_CURSOR_CHARS)
 
     @field_validator("job_id")
     @classmethod
@@ -108,7 +105,7 @@ def run_jobs(context: ToolContext, args: JobsArgs) -> str:
         jobs = [_listed(job) for job in page.jobs]
         # No job is ever dropped to fit: the cursor already points past this page, and a page is small.
         return bounded_json({"jobs": jobs, "returned": len(jobs), "next_cursor": page.next_cursor,
-                             "truncated": False}, [])
+                             "ordered_by": "created_at, newest first", "truncated": False}, [])
     if args.action == "show":
         return to_json({"job": _shown(args.job_id, context)})
     context.require_scope("admin", f"jobs action {args.action!r}")  # list and show returned above
@@ -131,18 +128,10 @@ def run_jobs(context: ToolContext, args: JobsArgs) -> str:
 JOBS = ToolSpec(
     name="jobs",
     title="Ingestion jobs",
-    description=(
-        "Ingest, re-embed and reindex jobs recorded by Quarry: status (queued, running, succeeded, failed, "
-        "cancelled, interrupted: its process died), progress, counts, failed files, error and timings. "
-        "action='list' pages through jobs newest first (filters status, kind, source; pass next_cursor as "
-        "cursor for the next page); 'show' returns one job with its arguments and failed files; 'cancel' stops "
-        "a job (a running one after its current batch, keeping what it wrote); 'retry' queues a re-run of a "
-        "failed, interrupted or cancelled job with the same arguments. This server does not run jobs: a queued "
-        "retry runs when `quarry jobs run` runs on the machine that ingests (e.g. CI). cancel and retry need an "
-        "API key with the admin scope."
-    ),
+    description="Ingest and reindex jobs: list (newest first), show; cancel and retry need an admin key.",
     arguments=JobsArgs,
     run=run_jobs,
     cost=one_token,
     read_only=False,
+    output_schema=shape({}, {"jobs": "array", "job": "object", "status": "string"}),
 )

@@ -13,6 +13,7 @@ from mcp_server.envelope import to_json
 from mcp_server.limits import MAX_RESPONSE_BYTES
 from mcp_server.schemas import AnyUuid
 from mcp_server.tools import ToolContext, ToolSpec, one_token
+from mcp_server.tools.outputs import shape
 
 #: Results one call returns, at most: 200 results three hops deep stay well under the response bound
 #: (the SQL function allows 1000, for psql).
@@ -22,15 +23,11 @@ MAX_NEIGHBORS_BUDGET = 200
 class NeighborsArgs(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
 
-    id: AnyUuid = Field(description="A document_id or a chunk_id from a search result (a chunk means its document).")
-    relation: Relation | None = Field(
-        default=None, description="Only this relation: links_to (a link to a document of the same source), "
-        "imports (a code import), external (a URL, or a module outside the source). Omit for all.")
-    depth: int = Field(default=1, ge=1, le=MAX_DEPTH, description="Hops to walk, 1-3.")
-    budget: int = Field(default=100, ge=1, le=MAX_NEIGHBORS_BUDGET,
-                        description="Results to return at most; the walk stops there and says so.")
-    direction: Direction = Field(default="out", description="out: what the document links to or imports; "
-                                 "in: what links to or imports it; both.")
+    id: AnyUuid = Field(description="A document_id or chunk_id.")
+    relation: Relation | None = Field(default=None, description="Omit for every relation.")
+    depth: int = Field(default=1, ge=1, le=MAX_DEPTH)
+    budget: int = Field(default=100, ge=1, le=MAX_NEIGHBORS_BUDGET, description="Results at most.")
+    direction: Direction = Field(default="out")
 
 
 def _hop(hop: Hop) -> dict[str, Any]:
@@ -52,6 +49,7 @@ def run_neighbors(context: ToolContext, args: NeighborsArgs) -> str:
     payload: dict[str, Any] = {
         "start": {"document_id": str(walk.start.document_id), "path": walk.start.path, "title": walk.start.title},
         "result_count": len(results),
+        "ordered_by": "depth (breadth first), then the order links appear",
         "results": results,
         "truncated": walk.truncated,
         "reason": walk.reason,
@@ -68,16 +66,9 @@ def run_neighbors(context: ToolContext, args: NeighborsArgs) -> str:
 NEIGHBORS = ToolSpec(
     name="neighbors",
     title="Follow links and imports",
-    description=(
-        "Documents reachable from a document or chunk (an id from a search result) over the links between "
-        "documents (Markdown, HTML, reStructuredText) and the imports between code files (Python, "
-        "JavaScript/TypeScript, C, Rust, Java, Go), breadth first up to `depth` hops (1-3). Each result has its "
-        "path, title, depth and `hops`: the path taken, as [{from, relation, to, target, line}]. Targets outside "
-        "the corpus (URLs, packages) come back with document_id null and resolved false. At most `budget` "
-        "results: when the walk was cut, truncated is true, `reason` says where, and `frontier` lists the "
-        "documents to call neighbors on to continue. direction='in' finds what links to or imports it."
-    ),
+    description="Documents a document links to or imports (direction in: what refers to it), up to depth hops.",
     arguments=NeighborsArgs,
     run=run_neighbors,
     cost=one_token,
+    output_schema=shape({"results": "array", "ordered_by": "string", "truncated": "boolean"}),
 )

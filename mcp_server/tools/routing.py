@@ -8,10 +8,11 @@ from pydantic import BaseModel, Field
 
 from engine.embed.base import TEXT_SPACE
 from engine.retrieval.degradation import Degradation, embed_queries
-from engine.retrieval.routing import CENTROID_SAMPLE, WEIGHTS, RankedSource, rank_sources, recommended
+from engine.retrieval.routing import WEIGHTS, RankedSource, rank_sources, recommended
 from mcp_server.bounds import bounded_json
 from mcp_server.schemas import _STRICT, QueryText
 from mcp_server.tools import ToolContext, ToolSpec, one_token
+from mcp_server.tools.outputs import shape
 
 MAX_ROUTED_SOURCES = 5
 
@@ -19,8 +20,8 @@ MAX_ROUTED_SOURCES = 5
 class RouteSourcesArgs(BaseModel):
     model_config = _STRICT
 
-    user_query: QueryText = Field(description="The user's question or intent, in natural language.")
-    top_n: int = Field(default=3, ge=1, le=MAX_ROUTED_SOURCES, description="Sources to return (1-5), best first.")
+    user_query: QueryText
+    top_n: int = Field(default=3, ge=1, le=MAX_ROUTED_SOURCES)
 
 
 def route(context: ToolContext, query: str) -> tuple[list[RankedSource], Degradation]:
@@ -63,6 +64,7 @@ def run_route_sources(context: ToolContext, args: RouteSourcesArgs) -> str:
     payload: dict[str, Any] = {
         "sources": rows,
         "source_count": len(ranked),
+        "ordered_by": "score, highest first",
         "recommended_source": best.signals.slug if best is not None else None,
         "explanation": explanation,
         **degradation.fields(),
@@ -74,15 +76,9 @@ def run_route_sources(context: ToolContext, args: RouteSourcesArgs) -> str:
 ROUTE_SOURCES = ToolSpec(
     name="route_sources",
     title="Pick the sources to ask",
-    description=(
-        "Rank the indexed sources for a natural-language question and recommend one: each source scores on "
-        "the question's words in its name, slug and description, its BM25 keyword hits among the question's top "
-        f"chunks, and the semantic similarity of the question to the mean of its vectors (up to {CENTROID_SAMPLE} "
-        "per source). Returns top_n (1-5) sources with score, per-signal values and evidence, and "
-        "recommended_source (null when no source has evidence: search them all). Follow with "
-        "suggest_query_params for the recommended source, or use guided_query to do everything in one call."
-    ),
+    description="Rank the sources for a question and recommend one (null: search all).",
     arguments=RouteSourcesArgs,
     run=run_route_sources,
     cost=one_token,
+    output_schema=shape({"sources": "array", "recommended_source": "string?"}),
 )

@@ -7,18 +7,20 @@ shaped by ``advanced_search``'s ``preset`` (see ``mcp_server.tools.presets``).
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 from engine.retrieval.pipeline import retrieve
 from engine.retrieval.request import NO_RERANK_REQUESTED, SearchRequest
 from engine.retrieval.version_hint import has_version_rule, version_hint
-from mcp_server.bounds import bounded_json
+from mcp_server.bounds import bounded_json, response_limit
 from mcp_server.schemas import AdvancedSearchArgs, SearchArgs
 from mcp_server.token_budget import pack
 from mcp_server.tools import ToolContext, ToolSpec
+from mcp_server.tools.outputs import shape
 from mcp_server.tools.presets import FAST_NO_RERANK, Preset, shape_results
 
-__all__ = ["ADVANCED_SEARCH", "SEARCH", "run_advanced_search", "run_search", "search_payload"]
+__all__ = ["ADVANCED_SEARCH", "SEARCH", "ordering", "run_advanced_search", "run_search", "search_payload"]
 
 
 def run_search(context: ToolContext, args: SearchArgs) -> str:
@@ -41,7 +43,8 @@ def _execute(context: ToolContext, request: SearchRequest, preset: Preset = "det
     payload, texts = search_payload(context, request, preset)
     if max_tokens is not None:
         pack(payload, payload["results"], max_tokens)
-    return bounded_json(payload, texts, droppable=[payload["results"]], dropped_key="omitted_results")
+    return bounded_json(payload, texts, droppable=[payload["results"]], dropped_key="omitted_results",
+                        limit=response_limit(max_tokens))
 
 
 def search_payload(context: ToolContext, request: SearchRequest,
@@ -60,61 +63,64 @@ def search_payload(context: ToolContext, request: SearchRequest,
             payload["version_hint"] = version_hint(context.backend.pool, request.filters)
             notes.append("strict version matching left nothing; version_hint lists the versions that are indexed "
                          "for the requested languages / packages (no other version was substituted)")
+    payload |= ordering(payload["results"], reranked=payload["reranked"], grouped=retrieval.documents is not None)
+    if not payload["confidence_monotone"]:
+        notes.append(CONFIDENCE_NOTE)
     payload["notes"] = notes
     payload["truncated"] = False
     return payload, texts
+
+
+#: Why a lower row can show a higher confidence: quarry.retrieval_confidence blends half the fused score with
+#: half the best cosine similarity (an absolute signal), while rows are ordered by the fused score alone.
+CONFIDENCE_NOTE = ("confidence is not monotone in rank here: rows are ordered by fused score, while confidence "
+                   "also weighs absolute semantic similarity, so a row with weaker keyword evidence can show a "
+                   "higher confidence than the one above it")
+
+
+def ordering(rows: list[dict[str, Any]], *, reranked: bool, grouped: bool) -> dict[str, Any]:
+    """``ordered_by`` (what the rows are sorted by) and whether ``confidence`` falls with rank."""
+    if grouped:
+        ordered_by = "score (document: its best chunk's score plus a little per further matching chunk)"
+    elif reranked:
+        ordered_by = "rerank_score (confidence), then fused order past the reranked rows"
+    else:
+        ordered_by = "fused_score (keyword and vector legs fused)"
+    confidences = [row["confidence"] for row in rows if isinstance(row.get("confidence"), int | float)]
+    monotone = all(earlier >= later for earlier, later in pairwise(confidences))
+    return {"ordered_by": ordered_by, "confidence_monotone": monotone}
 
 
 def _distinct_queries(args: AdvancedSearchArgs) -> int:
     return len(set(args.queries))
 
 
+RESULTS_SHAPE = shape({"results": "array", "ordered_by": "string", "confidence_monotone": "boolean",
+                      "truncated": "boolean"})
+
 SEARCH = ToolSpec(
     name="search",
     title="Search documentation and code",
     description=(
-        "Search the indexed documentation and source code with one query: a question, an error message, an "
-        "API or identifier name, or keywords. Start here. mode='hybrid' (default) fuses keyword and semantic "
-        "ranking and suits almost everything; 'fts' is keyword-only (exact identifiers, no embedding call); "
-        "'vector' is semantic-only. code_mode='on' (default) also searches the code embedding space, "
-        "'exclusive' searches only code, 'off' only the general space. Returns up to `limit` (1-50) chunks, "
-        "best first, each with chunk_id and document_id, content, source, path, title, url, heading_path or "
-        "symbol_path, line span, confidence (0-1: rerank score when reranked, else calibrated retrieval "
-        "strength), trust_score with confidence_factors, per-leg ranks, and highlights ({start, end} spans of the "
-        "query's terms in content) with a snippet around them. For several phrasings, filters "
-        "(source, language, package, version) or rerank instructions use advanced_search. To read around a "
-        "result use get_chunk (neighbours) or get_document."
+        "Search docs and code with one query; start here. Chunks best first (ordered_by) with content, path, "
+        "url, confidence, trust_score."
     ),
     arguments=SearchArgs,
     run=run_search,
     cost=lambda _: 1,
+    output_schema=RESULTS_SHAPE,
 )
 
 ADVANCED_SEARCH = ToolSpec(
     name="advanced_search",
-    title="Search with several queries, filters and version matching",
+    title="Search with several queries and filters",
     description=(
-        "Search with 1-10 phrasings of the same need (fused; a repeated query counts once) and optional facet "
-        "filters. Call `facets` first to learn valid filter values (source slugs, languages, packages). "
-        "filters: {\"<facet>\": {\"any_of\": [...], \"none_of\": [...]}}; facets are ANDed, any_of values ORed, "
-        "none_of values excluded. Facets: source_slug, language, package (open sets); kind (docs_site, "
-        "code_repo, standalone, mixed), attribution (official, maintainer, community, unknown), content_type "
-        "(markdown, rst, html, text, code), chunk_kind (definition, module, example, prose), verified and "
-        "deprecated (booleans); and the version facets "
-        "language_target and sdk_dependency, which also take version_satisfies (a node-semver range), e.g. "
-        "{\"sdk_dependency\": {\"any_of\": [\"react\"], \"version_satisfies\": \"^18\"}}. path (globs such as "
-        "src/**/*.py) and symbol (dotted names such as Client.connect) narrow by location. version_match='strict' "
-        "keeps only content whose constraints satisfy the range (when nothing is left, version_hint lists the "
-        "indexed versions; no other version is substituted); 'permissive' (default) drops breaking mismatches and "
-        "ranks unknown or near misses lower. rerank and rerank_instructions (<= 400 characters) steer the "
-        "reranker when one is configured; the response says whether reranking ran. Results have the same fields "
-        "as `search`, plus version_match per result. preset: 'detailed' (default) as described; 'fast' skips "
-        "reranking and returns light results (no confidence_factors or per-leg ranks, content cut to 500 "
-        "characters); 'full' adds to each result its neighbouring chunks (the one before and after it). "
-        "group_by='document' returns files instead: one row per document (path, score, confidence, "
-        "matched_chunks) with spans, its best 1-3 chunks (chunk_id, lines, snippet, highlights in the snippet)."
+        "search with several phrasings, facet filters (values: facets), version matching, rerank "
+        "instructions, presets, group_by=document."
     ),
     arguments=AdvancedSearchArgs,
     run=run_advanced_search,
     cost=_distinct_queries,
+    output_schema=RESULTS_SHAPE,
+    full_filters=True,
 )

@@ -20,6 +20,7 @@ from engine.ingest.sources import SLUG_PATTERN, Attribution, SourceKind, SourceS
 from mcp_server.auth import admin_database
 from mcp_server.envelope import to_json
 from mcp_server.tools import ToolContext, ToolSpec, one_token
+from mcp_server.tools.outputs import shape
 
 WORKER_HINT = ("A worker with write access runs it (`quarry jobs run --follow`, or `quarry jobs run` in CI); "
                "follow it with jobs action='show'.")
@@ -103,13 +104,16 @@ ADD_SOURCE = ToolSpec(
     name="add_source", title="Add a source",
     description="Admin: queue an ingest of a website, a PyPI or npm release, or a git repository into a source "
                 "(new or existing). Returns the job_id; follow it with jobs.",
-    arguments=AddSourceArgs, run=run_add_source, cost=one_token, read_only=False)
+    arguments=AddSourceArgs, run=run_add_source, cost=one_token, read_only=False,
+    output_schema=shape({"job_id": "string", "status": "string", "new": "boolean"}), audience="admin")
 REFRESH_SOURCE = ToolSpec(
     name="refresh_source", title="Refresh a source",
     description="Admin: queue a re-ingest of a source from its recorded location (unchanged pages cost a "
                 "conditional request, unchanged files nothing). Returns the job_id.",
-    arguments=RefreshSourceArgs, run=run_refresh_source, cost=one_token, read_only=False)
+    arguments=RefreshSourceArgs, run=run_refresh_source, cost=one_token, read_only=False,
+    output_schema=shape({"job_id": "string", "status": "string", "new": "boolean"}), audience="admin")
 REMOVE_SOURCE = ToolSpec(
     name="remove_source", title="Remove a source",
     description="Admin: queue the removal of a source with all its documents, atomically. Returns the job_id.",
-    arguments=RemoveSourceArgs, run=run_remove_source, cost=one_token, read_only=False)
+    arguments=RemoveSourceArgs, run=run_remove_source, cost=one_token, read_only=False,
+    output_schema=shape({"job_id": "string", "status": "string", "new": "boolean"}), audience="admin")

@@ -18,6 +18,7 @@ from mcp_server.bounds import bounded_json
 from mcp_server.envelope import to_json
 from mcp_server.schemas import NoArgs
 from mcp_server.tools import ToolContext, ToolSpec, one_token
+from mcp_server.tools.outputs import shape
 
 logger = logging.getLogger("quarry.mcp")
 
@@ -64,7 +65,8 @@ def run_list_sources(context: ToolContext, _: NoArgs) -> str:
         rows = cursor.execute(_SOURCES).fetchall()
     sources = [{**row, "last_ingested_at": row["last_ingested_at"].isoformat() if row["last_ingested_at"] else None}
                for row in rows]
-    payload: dict[str, Any] = {"sources": sources, "source_count": len(sources), "truncated": False}
+    payload: dict[str, Any] = {"sources": sources, "source_count": len(sources), "ordered_by": "slug",
+                               "truncated": False}
     return bounded_json(payload, [], droppable=[sources], dropped_key="omitted_sources")
 
 
@@ -150,29 +152,19 @@ def _version() -> str:
 LIST_SOURCES = ToolSpec(
     name="list_sources",
     title="List indexed sources",
-    description=(
-        "Every indexed source (a docs site, code repository or set of standalone pages) with its slug, display "
-        "name, kind, attribution, verified and deprecated flags, version (a package source: the exact release; "
-        "two releases of one package are two sources), the URL or package it was fetched from, base URL, document and "
-        "chunk counts, embeddings per space and last ingest time. Use a slug in advanced_search filters "
-        "({\"source_slug\": {\"any_of\": [slug]}})."
-    ),
+    description="Indexed sources: slug (for filters), kind, version, counts, last ingest.",
     arguments=NoArgs,
     run=run_list_sources,
     cost=one_token,
+    output_schema=shape({"sources": "array", "ordered_by": "string"}),
 )
 
 STATUS = ToolSpec(
     name="status",
     title="Server health and limits",
-    description=(
-        "Server health: database reachability and versions, corpus totals, each embedding space with its "
-        "model, vector count, chunks still waiting to be embedded and index state, whether a reranker and a "
-        "code space exist, the server's limits (results, queries, response bytes, page sizes), the rate "
-        "limit, and read replicas (state ok/down/lagging, replay lag, where reads go). Call it when results "
-        "look wrong or a request hits a limit."
-    ),
+    description="Health: database, corpus, embedding spaces, reranker, limits, replicas.",
     arguments=NoArgs,
     run=run_status,
     cost=one_token,
+    output_schema=shape({"healthy": "boolean", "database": "object"}),
 )

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import BaseModel, StringConstraints
 
 from engine.retrieval.suggestions import Suggestion, suggest_query_params
 from mcp_server.bounds import bounded_json
 from mcp_server.schemas import _STRICT, QueryText
 from mcp_server.tools import ToolContext, ToolSpec, one_token
+from mcp_server.tools.outputs import shape
 
 SourceSlug = Annotated[str, StringConstraints(min_length=1, max_length=63)]
 
@@ -17,8 +18,8 @@ SourceSlug = Annotated[str, StringConstraints(min_length=1, max_length=63)]
 class SuggestQueryParamsArgs(BaseModel):
     model_config = _STRICT
 
-    source: SourceSlug = Field(description="A source slug (see route_sources or list_sources).")
-    user_query: QueryText = Field(description="The user's question, in natural language.")
+    source: SourceSlug
+    user_query: QueryText
 
 
 def suggested_arguments(suggestion: Suggestion, query: str) -> dict[str, Any]:
@@ -50,15 +51,9 @@ def run_suggest_query_params(context: ToolContext, args: SuggestQueryParamsArgs)
 SUGGEST_QUERY_PARAMS = ToolSpec(
     name="suggest_query_params",
     title="Suggest filters and a tool for a question",
-    description=(
-        "For a question asked of one source (a slug): suggested_filters (the source, plus languages, packages "
-        "or versions the question names, content_type code when it asks for code), recommended_tool (count for "
-        "'how many' questions or ones naming no subject, query_documents for a whole page, else "
-        "advanced_search), use_count_tool, suggested_arguments ready to pass to that tool, an explanation, and "
-        "available_values: the most common facet values in the source, to refine filters. When the server's "
-        "flow gate is on, searching a source requires calling this first for exactly that source."
-    ),
+    description="Filters, a tool and ready arguments for a question asked of one source.",
     arguments=SuggestQueryParamsArgs,
     run=run_suggest_query_params,
     cost=one_token,
+    output_schema=shape({"suggested_filters": "object", "recommended_tool": "string", "suggested_arguments": "object"}),
 )

@@ -11,6 +11,7 @@ from engine.corpus.urls import UrlRequest, citation_urls
 from mcp_server.bounds import bounded_json
 from mcp_server.schemas import _STRICT, AnyUuid
 from mcp_server.tools import ToolContext, ToolSpec, one_token
+from mcp_server.tools.outputs import shape
 
 #: Records per call, at most.
 MAX_URL_RECORDS = 500
@@ -23,9 +24,8 @@ class UrlRecord(BaseModel):
 
     model_config = _STRICT
 
-    path: str | None = Field(default=None, min_length=1, max_length=1_000,
-                             description="Path of the document within its source, e.g. 'docs/indexes.md'.")
-    document_id: AnyUuid | None = Field(default=None, description="A document_id from a search result.")
+    path: str | None = Field(default=None, min_length=1, max_length=1_000)
+    document_id: AnyUuid | None = Field(default=None)
 
     @model_validator(mode="after")
     def _names_a_document(self) -> UrlRecord:
@@ -37,9 +37,8 @@ class UrlRecord(BaseModel):
 class GenerateUrlsArgs(BaseModel):
     model_config = _STRICT
 
-    source: SourceSlug = Field(description="The source's slug (see list_sources).")
-    records: list[UrlRecord] = Field(min_length=1, max_length=MAX_URL_RECORDS,
-                                     description=f"1-{MAX_URL_RECORDS} documents to cite.")
+    source: SourceSlug
+    records: list[UrlRecord] = Field(min_length=1, max_length=MAX_URL_RECORDS)
 
 
 def run_generate_urls(context: ToolContext, args: GenerateUrlsArgs) -> str:
@@ -58,14 +57,9 @@ def run_generate_urls(context: ToolContext, args: GenerateUrlsArgs) -> str:
 GENERATE_URLS = ToolSpec(
     name="generate_urls",
     title="Make citation URLs",
-    description=(
-        f"Citation URLs for up to {MAX_URL_RECORDS} documents of one source, each named by path, document_id or "
-        "both. Each row has url, method and reason; methods in fallback order: url_template (the source's "
-        "template with {path}, {path_no_ext}, {stem}), base_url (base URL + path), stored (the URL recorded at "
-        "ingest), none (url null: cite 'source:path'). indexed says whether the path is an indexed document; "
-        "a template makes URLs for paths that are not."
-    ),
+    description="Citation URLs for documents of a source, by path or document_id.",
     arguments=GenerateUrlsArgs,
     run=run_generate_urls,
     cost=one_token,
+    output_schema=shape({"urls": "array"}),
 )

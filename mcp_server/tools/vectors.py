@@ -39,6 +39,7 @@ from mcp_server.auth import admin_database
 from mcp_server.bounds import bounded_json
 from mcp_server.envelope import Problem, ToolFailure, to_json
 from mcp_server.tools import ToolContext, ToolSpec, one_token
+from mcp_server.tools.outputs import shape
 
 #: Results of one vector_search, at most.
 MAX_VECTOR_RESULTS: Final = 100
@@ -161,7 +162,7 @@ def run_vector_search(context: ToolContext, args: VectorSearchArgs) -> str:
                for hit in found.hits]
     payload: dict[str, Any] = {
         "store_name": args.store_name, "namespace": args.namespace, "metric": found.metric,
-        "order": _ORDER[found.metric], "search": "exact" if found.exact else "hnsw",
+        "order": _ORDER[found.metric], "ordered_by": _ORDER[found.metric], "search": "exact" if found.exact else "hnsw",
         "total_searched": found.total_searched, "result_count": len(results), "results": results,
         "truncated": False,
     }
@@ -212,60 +213,56 @@ VECTOR_ADD = ToolSpec(
     name="vector_add",
     title="Add a vector to a store",
     description=(
-        "Store a vector you computed yourself (any model), with an id and optional JSON metadata, in a named "
-        "vector store (default 'default') and namespace. The first vector of a store creates it and fixes its "
-        "dimension and metric (cosine unless metric is given). Idempotent: the same id, vector and metadata "
-        "again changes nothing and returns status 'unchanged'; a new id returns 'added'; a different vector or "
-        "metadata for an existing id replaces it and returns 'updated'. A vector of another dimension than the "
-        "store's, an empty one or one with non-finite values is rejected (INVALID). Needs an API key with "
-        "scope admin over HTTP."
+        "Store your own vector with an id and metadata in a named store (created by its first vector: "
+        "dimension and metric fixed). status: added, updated, or unchanged (same vector and metadata)."
     ),
     arguments=VectorAddArgs,
     run=run_vector_add,
     cost=one_token,
     read_only=False,
+    output_schema=shape({"status": "string", "id": "string", "dimension": "integer"}),
+    audience="admin",
 )
 
 VECTOR_SEARCH = ToolSpec(
     name="vector_search",
     title="Search a vector store",
     description=(
-        f"The k (1-{MAX_VECTOR_RESULTS}) vectors of a store's namespace nearest to a query vector, ranked by "
-        "the store's metric: cosine similarity or inner product (score highest first) or euclidean distance "
-        "(score lowest first). Each result has id, score and metadata (embedding only with include_embeddings). "
-        "metadata_filter keeps vectors whose metadata has the given top-level key values. total_searched is how "
-        "many vectors were ranked (the namespace, after the filter); search says 'hnsw' (approximate, the "
-        "store's index) or 'exact'. An empty or unknown store returns no results."
+        "The k vectors of a store nearest a query vector (ordered_by: cosine or dot highest first, euclidean "
+        "lowest first), with metadata; metadata_filter tests top-level keys for equality."
     ),
     arguments=VectorSearchArgs,
     run=run_vector_search,
     cost=one_token,
+    output_schema=shape({"results": "array", "total_searched": "integer", "ordered_by": "string"}),
+    audience="admin",
 )
 
 VECTOR_DELETE = ToolSpec(
     name="vector_delete",
     title="Delete a vector from a store",
     description=(
-        "Delete the vector with this id from a store's namespace. Returns deleted: true, or false when there "
-        "was no such vector (nothing changes; deleting twice is harmless). Needs an API key with scope admin "
-        "over HTTP."
+        "Delete a vector by id: deleted true, or false when there was none (deleting twice is harmless)."
     ),
     arguments=VectorDeleteArgs,
     run=run_vector_delete,
     cost=one_token,
     read_only=False,
+    output_schema=shape({"deleted": "boolean", "id": "string"}),
+    audience="admin",
 )
 
 VECTOR_COUNT = ToolSpec(
     name="vector_count",
     title="Count the vectors of a store",
     description=(
-        "How many vectors a store's namespace holds (0 for an unknown store), with the store's dimension and "
-        "metric: call it before vector_add or vector_search to learn which dimension a store expects."
+        "How many vectors a store's namespace holds (0 for an unknown store), with its dimension and metric."
     ),
     arguments=VectorCountArgs,
     run=run_vector_count,
     cost=one_token,
+    output_schema=shape({"count": "integer", "store_name": "string"}),
+    audience="admin",
 )
 
 VECTOR_TOOLS: Final = (VECTOR_ADD, VECTOR_SEARCH, VECTOR_DELETE, VECTOR_COUNT)
