@@ -3,8 +3,8 @@
     python bench/response_costs.py [--home DIR] [--rounds 300]
 
 Highlighting: ``engine.retrieval.highlights`` over 10 stored SciFact chunks (bench/quality.py's database), p50 of
-``--rounds``, and the query-lexeme lookup (one round trip). Catalogue: ``tools/list`` as published (compact JSON)
-against pydantic's schemas as generated.
+``--rounds``, and the query-lexeme lookup (one round trip). Catalogue: ``tools/list`` as the server lists it
+(compact JSON) per tool profile, to a search key and to an admin key, against pydantic's schemas as generated.
 """
 
 from __future__ import annotations
@@ -13,17 +13,16 @@ import argparse
 import json
 import statistics
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from psycopg_pool import ConnectionPool
-from pydantic import BaseModel
 
 from bench.quality import DEFAULT_HOME
 from bench.quarry_system import bench_database_url
+from engine.config import Settings
 from engine.retrieval.highlights import Highlighter, query_lexemes
-from mcp_server.schemas import published_schema
+from mcp_server.profiles import PROFILE_NAMES, build_profile
+from mcp_server.server import listing
 from mcp_server.tools import all_tools
 
 QUERY = "ALDH1 expression is associated with poorer prognosis for breast cancer primary tumors"
@@ -50,13 +49,19 @@ def main() -> None:
     print(f"highlighting 10 hits: p50 {1000 * statistics.median(highlighting):.2f} ms; "
           f"query lexemes: p50 {1000 * statistics.median(lookups):.2f} ms")
 
-    def size(schema_of: Callable[[type[BaseModel]], dict[str, Any]]) -> int:
-        return sum(len(json.dumps({"name": tool.name, "description": tool.description,
-                                   "inputSchema": schema_of(tool.arguments)}, separators=(",", ":")))
-                   for tool in all_tools())
-
-    print(f"tools/list ({len(all_tools())} tools): {size(published_schema) / 1000:.1f} KB published, "
-          f"{size(lambda model: model.model_json_schema()) / 1000:.1f} KB as pydantic generates it")
+    # What tools/list sends, per profile and audience: the server's own listing, as compact JSON.
+    settings = Settings()
+    for name in PROFILE_NAMES:
+        specs = build_profile(name, settings).tools
+        for audience, shown in (("search key", [s for s in specs if s.audience == "everyone"]),
+                                ("admin key", list(specs))):
+            tools = [listing(spec).model_dump(mode="json", by_alias=True, exclude_none=True) for spec in shown]
+            size = len(json.dumps({"tools": tools}, separators=(",", ":")))
+            print(f"tools/list, profile {name}, {audience}: {len(tools)} tools, {size:,} bytes")
+    raw = sum(len(json.dumps({"name": spec.name, "description": spec.description,
+                              "inputSchema": spec.arguments.model_json_schema()}, separators=(",", ":")))
+              for spec in all_tools())
+    print(f"every tool's input schema as pydantic generates it: {raw:,} bytes")
 
 
 if __name__ == "__main__":
