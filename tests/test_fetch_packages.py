@@ -230,7 +230,7 @@ def _tree_files(root: Path) -> set[str]:
 def test_latest_is_the_highest_final_release_not_yanked(index: Registry, tmp_path: Path) -> None:
     tree = fetch_pypi("demo-pkg", None, tmp_path, index_url=index.url + "/simple/")
     assert tree.version == "1.1.0"  # 1.2.0 is yanked, 2.0.0rc1 a prerelease
-    assert tree.kind == "code_repo" and tree.listing is None and tree.location == "pypi:demo-pkg"
+    assert tree.listing is None and tree.location == "pypi:demo-pkg"
     assert tree.root == tmp_path / "pypi" / "demo-pkg" / "1.1.0" / "tree"
     assert _tree_files(tree.root) == {"PKG-INFO", *PACKAGE_FILES}  # the sdist, its top folder stripped
     assert tree.report == (f"demo-pkg 1.1.0 from {index.url}/simple/: sdist demo_pkg-1.1.0.tar.gz "
@@ -428,7 +428,7 @@ def npm_registry(serve: Callable[[], Registry]) -> Registry:
 def test_npm_versions_ranges_and_tags(npm_registry: Registry, tmp_path: Path, wanted: str | None,
                                       version: str) -> None:
     tree = fetch_npm("demo-lib", wanted, tmp_path, registry=npm_registry.url)
-    assert tree.version == version and tree.kind == "code_repo"
+    assert tree.version == version
     assert tree.location == "npm:demo-lib" + (f"@{wanted}" if wanted else "")
     assert _tree_files(tree.root) == {*NPM_FILES, "VERSION"}  # "package/" stripped
     assert (tree.root / "VERSION").read_text() == version

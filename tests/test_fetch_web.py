@@ -224,7 +224,7 @@ def test_first_crawl_keeps_to_scope_robots_and_sitemaps(site: Site, tmp_path: Pa
     }
     assert tree.failed == [(site.url("/guide/forbidden.html"), "HTTP 403 Forbidden")]
     assert tree.kept == set()
-    assert (tree.kind, tree.base_url, tree.location) == ("docs_site", site.url("").rstrip("/"), site.url("/guide/"))
+    assert tree.location == site.url("/guide/")
     assert tree.report == "13 pages: 0 unchanged (304), 12 fetched, 1 failed; 0 gone; 3 skipped"
     assert tree.root == tmp_path / "pages" and set(_mirror(tmp_path)) == GUIDE_DOCUMENTS
 
@@ -351,7 +351,7 @@ def test_credentials_go_to_their_host_and_never_into_reports(site: Site, tmp_pat
     start = site.url("/guide/").replace("://", "://reader:s3cret@")
     tree = crawl_site(start, tmp_path)
     assert site.authorizations and all(value.startswith("Basic ") for value in site.authorizations)
-    shown = json.dumps([tree.failed, tree.urls, tree.report, tree.base_url, _skips(tree)])
+    shown = json.dumps([tree.failed, tree.urls, tree.report, _skips(tree)])
     assert "s3cret" not in shown and "reader" not in shown and tree.location == site.url("/guide/")
     assert "s3cret" not in (tmp_path / STATE_FILE).read_text()
 

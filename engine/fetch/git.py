@@ -143,7 +143,6 @@ def fetch_git(
         root=repository.path,
         location=strip_credentials(location) if location else shown + (f"@{ref}" if ref else ""),
         revision=commit,
-        kind="code_repo",
         changed=changed,
         report=f"{shown} at {ref or 'HEAD'} ({commit[:12]}): {since}",
     )

@@ -278,7 +278,7 @@ def _cached(final: Path, location: str, label: str, *, reused: bool = True) -> F
         report += f"; {note}"
     if reused:
         report += "; reused the verified extract of an earlier fetch"
-    return FetchedTree(root=final / "tree", location=location, version=str(record["version"]), kind="code_repo",
+    return FetchedTree(root=final / "tree", location=location, version=str(record["version"]),
                        skipped=skipped, report=report)
 
 

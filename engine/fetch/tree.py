@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.ingest.changes import ChangeSet
-from engine.ingest.sources import SourceKind
 from engine.ingest.walk import Candidate, SkippedFile
 
 __all__ = ["FetchedTree"]
@@ -14,7 +13,7 @@ __all__ = ["FetchedTree"]
 
 @dataclass(slots=True)
 class FetchedTree:
-    """A fetched location, ready for ``Ingestor.ingest(tree.root, source, fetched=tree)``.
+    """A fetched location, as ``Ingestor.ingest`` reads it (``engine.fetch.fetching.Fetcher.fetch`` makes one).
 
     ``listing`` is the files to ingest and those passed over, in a stable order; None means
     "walk ``root`` as a folder" (``engine.ingest.walk.list_tree``: ignore rules apply), which
@@ -27,7 +26,7 @@ class FetchedTree:
     """
 
     root: Path
-    #: Where it came from, as the user wrote it (recorded on the source, for refreshes).
+    #: Where it came from, without credentials (what reports show).
     location: str
     listing: list[Candidate | SkippedFile] | None = None
     urls: dict[str, str] = field(default_factory=dict)
@@ -37,9 +36,6 @@ class FetchedTree:
     kept: set[str] = field(default_factory=set)
     #: The exact release fetched (a package version), recorded as the source's version.
     version: str | None = None
-    #: The kind of source this location usually is (the user's ``--kind`` wins).
-    kind: SourceKind | None = None
-    base_url: str | None = None
     #: The git commit ingested (git remotes), and what changed since the last one.
     revision: str | None = None
     changed: ChangeSet | None = None

@@ -534,5 +534,5 @@ class _Crawl:
             root=self._mirror, location=location, listing=listing,
             urls={path: mirrored[path] for path in sorted(mirrored)},
             failed=list(self._failed), kept=self._kept & set(mirrored),
-            kind="docs_site", base_url=self._scope.origin, report=report,
+            report=report,
         )
