@@ -69,8 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     ingest = commands.add_parser(
         "ingest", help="ingest a folder, a file, a website, a package or a git repository into a source",
-        description="Bring a source in line with a location: new and changed files are parsed, embedded and "
-                    "written, files gone from it are deleted, unchanged ones cost a hash comparison (a website: "
+        description="Bring a source in line with a location: new and changed files are parsed, embedded and\n"
+                    "written, files gone from it are deleted, unchanged ones cost a hash comparison (a website:\n"
                     "a conditional request). Without a location, the source's recorded one is read again.",
         epilog="examples:\n"
                "  quarry ingest ./docs --source my-docs --kind docs_site --url-template "
