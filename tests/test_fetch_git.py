@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from engine.errors import BusyError, InvalidRequestError, UnavailableError
-from engine.fetch.git import fetch_git, split_git_location, strip_credentials
+from engine.fetch.credentials import without_credentials
+from engine.fetch.git import fetch_git, split_git_location
 
 _IDENTITY = {"GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.com",
              "GIT_COMMITTER_NAME": "Test", "GIT_COMMITTER_EMAIL": "test@example.com"}
@@ -114,7 +115,7 @@ def test_split_git_location_refuses_an_empty_ref() -> None:
     ("fatal: unable to access 'https://u:p@h/r.git/': refused", "fatal: unable to access 'https://h/r.git/': refused"),
 ])
 def test_strip_credentials(text: str, expected: str) -> None:
-    assert strip_credentials(text) == expected
+    assert without_credentials(text) == expected
 
 
 @pytest.mark.parametrize("ref", ["v1", "v2", "main", "dev", None, "sha", "short sha"])

@@ -13,7 +13,7 @@ Robust to being killed: the repository is created under a temporary name and ren
 every step holds an flock on ``<name>.lock`` beside it (the kernel drops it with the process), so
 any git ``*.lock`` file found while holding it was left by a killed run and is removed. The URL
 is passed to each ``git fetch`` and never written to the repository's config: a token in it
-does not end up on disk, and no message, location or report shows it (``strip_credentials``).
+does not end up on disk, and no message, location or report shows it (``engine.fetch.credentials``).
 Git never prompts (``GIT_TERMINAL_PROMPT=0``, ssh in batch mode): a private repository without
 credentials fails with git's message instead of hanging.
 
@@ -37,10 +37,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from engine.errors import BusyError, InvalidRequestError, UnavailableError
+from engine.fetch.credentials import without_credentials
 from engine.fetch.tree import FetchedTree
 from engine.ingest.changes import ChangeSet, changed_since
 
-__all__ = ["GIT_TIMEOUT_SECONDS", "fetch_git", "split_git_location", "strip_credentials"]
+__all__ = ["GIT_TIMEOUT_SECONDS", "fetch_git", "split_git_location"]
 
 #: The longest one git command may run (a first fetch of a large repository is the slow one).
 GIT_TIMEOUT_SECONDS = 600.0
@@ -50,7 +51,6 @@ _ABBREVIATED_SHA = re.compile(r"[0-9a-f]{4,63}")
 _SCHEME = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<authority>[^/?#]*)")
 _SCP_LIKE = re.compile(r"(?P<user>[^@/:\s]+@)?(?P<host>[^@/:\s]+):(?!//)")
 _TRANSPORT_PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*::")  # git's ext::, fd:: helpers
-_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@\s]*)@")
 #: Variables that would point git at another repository than the one it is told to use.
 _REPOSITORY_VARIABLES = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
                          "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE")
@@ -82,25 +82,9 @@ def split_git_location(text: str) -> tuple[str, str | None]:
         return url, None
     ref = path[at + 1:]
     if not ref:
-        raise InvalidRequestError(f"{strip_credentials(text)!r} ends in '@' without a ref: write URL@REF "
+        raise InvalidRequestError(f"{without_credentials(text)!r} ends in '@' without a ref: write URL@REF "
                                   "(a branch, tag or commit) or leave the '@' out for the default branch")
     return url[:path_start + at], ref
-
-
-def strip_credentials(text: str) -> str:
-    """``text`` (a URL or a message quoting one) with every password, and HTTP user names, removed.
-
-    An HTTP user name is often a token (``https://TOKEN@github.com/…``), so it goes too; an ssh
-    user (``ssh://git@host``) is only a name and stays.
-    """
-    def redact(match: re.Match[str]) -> str:
-        scheme, userinfo = match["scheme"], match["userinfo"]
-        if scheme.lower().removeprefix("git+").startswith(("http", "ftp")):
-            return scheme
-        user = userinfo.split(":", 1)[0]
-        return f"{scheme}{user}@" if user else scheme
-
-    return _USERINFO.sub(redact, text)
 
 
 def fetch_git(
@@ -125,13 +109,13 @@ def fetch_git(
     """
     _check_argument("git URL", url)
     if _TRANSPORT_PREFIX.match(url):
-        raise InvalidRequestError(f"unsupported git transport in {strip_credentials(url)!r}: use https://, "
+        raise InvalidRequestError(f"unsupported git transport in {without_credentials(url)!r}: use https://, "
                                   "ssh://, git@host:path or file://")
     if ref is not None:
         _check_argument("git ref", ref)
     if last_commit is not None:
         _check_argument("last commit", last_commit)
-    shown = strip_credentials(url)
+    shown = without_credentials(url)
     cache_dir.mkdir(parents=True, exist_ok=True)
     name = _cache_name(shown)
     with _cache_lock(cache_dir / f"{name}.lock", shown, timeout):
@@ -141,7 +125,7 @@ def fetch_git(
         changed, since = _changes_since(repository, commit, last_commit)
     return FetchedTree(
         root=repository.path,
-        location=strip_credentials(location) if location else shown + (f"@{ref}" if ref else ""),
+        location=without_credentials(location) if location else shown + (f"@{ref}" if ref else ""),
         revision=commit,
         changed=changed,
         report=f"{shown} at {ref or 'HEAD'} ({commit[:12]}): {since}",
@@ -152,7 +136,7 @@ def _check_argument(what: str, value: str) -> None:
     """Refuse what git would read as an option, and characters no URL or ref holds."""
     if not value or value.startswith("-") or any(ord(character) < 0x21 or character == "\x7f"
                                                   for character in value):
-        raise InvalidRequestError(f"invalid {what} {strip_credentials(value)!r}: it must not be empty, "
+        raise InvalidRequestError(f"invalid {what} {without_credentials(value)!r}: it must not be empty, "
                                   "start with '-' or hold spaces or control characters")
 
 
@@ -240,7 +224,7 @@ class _Repository:
         """
         listed = self.git("ls-remote", "--", self.url, network=True, check=False)
         if listed.returncode != 0:
-            raise UnavailableError(f"cannot fetch {strip_credentials(self.url)}{_git_said(listed)}; a private "
+            raise UnavailableError(f"cannot fetch {without_credentials(self.url)}{_git_said(listed)}; a private "
                                    "repository needs credentials git can find (a credential helper or an ssh "
                                    "key): Quarry never prompts for them")
         names = _advertised_names(listed.stdout)
@@ -250,7 +234,7 @@ class _Repository:
             if deep.returncode == 0:
                 return True
             if not _SHA.fullmatch(target):
-                raise UnavailableError(f"cannot fetch {target!r} from {strip_credentials(self.url)}"
+                raise UnavailableError(f"cannot fetch {target!r} from {without_credentials(self.url)}"
                                        f"{_git_said(deep) or _git_said(shallow)}")
         if _ABBREVIATED_SHA.fullmatch(target):
             self.fetch("+refs/heads/*:refs/quarry/heads/*", "+refs/tags/*:refs/quarry/tags/*",
@@ -258,13 +242,13 @@ class _Repository:
             if self.has_commit(target):
                 return False
         known = ", ".join(sorted(name for name in names if name != "HEAD")[:10]) or "none"
-        raise InvalidRequestError(f"unknown git ref {target!r}: {strip_credentials(self.url)} has no branch, "
+        raise InvalidRequestError(f"unknown git ref {target!r}: {without_credentials(self.url)} has no branch, "
                                   f"tag or commit of that name (it has: {known})")
 
     def _commit_of(self, revision: str, ref: str | None) -> str:
         resolved = self.git("rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}", check=False)
         if resolved.returncode != 0:
-            raise InvalidRequestError(f"git ref {ref or 'HEAD'!r} of {strip_credentials(self.url)} names no commit")
+            raise InvalidRequestError(f"git ref {ref or 'HEAD'!r} of {without_credentials(self.url)} names no commit")
         return resolved.stdout.decode("ascii").strip()
 
     def check_out(self, commit: str) -> None:
@@ -351,4 +335,4 @@ def _git_said(completed: subprocess.CompletedProcess[bytes]) -> str:
     if not lines:
         return ""
     reason = next((line for line in lines if line.startswith(("fatal:", "error:"))), lines[-1])
-    return f" (git: {strip_credentials(reason)})"
+    return f" (git: {without_credentials(reason)})"

@@ -16,6 +16,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from engine.errors import InvalidRequestError
+from engine.fetch.credentials import without_credentials
 from engine.ingest.sources import SourceKind
 
 __all__ = ["FetchOptions", "Location", "parse_location"]
@@ -37,11 +38,7 @@ class Location:
 
     @property
     def shown(self) -> str:
-        """The location without a password or token in its URL: what is recorded, printed and logged.
-
-        A refresh then authenticates as any later fetch of that host does (``~/.netrc`` for
-        websites and indexes, git's credential helpers for repositories).
-        """
+        """The location without a password or token in its URL: what is recorded, printed and logged."""
         return without_credentials(self.text)
 
     @property
@@ -124,16 +121,3 @@ def parse_location(text: str) -> Location:
         return Location(text, "web")
     return Location(text, "path")
 
-
-def without_credentials(text: str) -> str:
-    """``text`` with the user-info of an http(s) URL removed (``https://user:token@host/`` → ``https://host/``).
-
-    ssh's ``git@host`` names an account, not a secret, and is kept.
-    """
-    prefix, _, rest = text.partition("+") if text.startswith("git+") else ("", "", text)
-    parts = urlsplit(rest)
-    if parts.scheme not in ("http", "https") or "@" not in parts.netloc:
-        return text
-    host = parts.netloc.rsplit("@", 1)[1]
-    cleaned = parts._replace(netloc=host).geturl()
-    return f"{prefix}+{cleaned}" if prefix else cleaned

@@ -38,6 +38,7 @@ import httpx
 from engine.errors import InvalidRequestError, LimitError, NotFoundError, UnavailableError
 from engine.fetch import npm, pypi
 from engine.fetch.archives import ArchiveError, extract_archive
+from engine.fetch.credentials import without_credentials
 from engine.fetch.tree import FetchedTree
 
 __all__ = ["DEFAULT_NPM_REGISTRY", "DEFAULT_PYPI_INDEX_URL", "MAX_DOWNLOAD_BYTES", "fetch_npm", "fetch_pypi"]
@@ -125,7 +126,7 @@ class _Answer:
 
 def strip_credentials(url: str) -> str:
     """``url`` without its user, password and query (signed download URLs carry tokens there), for messages."""
-    return re.sub(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@?#]*@", r"\1", url).split("?", 1)[0]
+    return without_credentials(url).split("?", 1)[0]
 
 
 @functools.cache

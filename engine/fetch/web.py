@@ -60,6 +60,7 @@ from engine.fetch.crawl_urls import (
     page_links,
     resolve_url,
 )
+from engine.fetch.credentials import without_credentials
 from engine.fetch.robots import CONNECT_TIMEOUT_SECONDS, HostRules, PoliteClient, origin_of, status_reason
 from engine.fetch.sitemaps import announced_pages
 from engine.fetch.tree import FetchedTree
@@ -127,7 +128,7 @@ def crawl_site(
     """
     start = canonical_url(start_url)
     if start is None:
-        raise InvalidRequestError(f"not a website address: {_display(start_url)!r}; give an http(s) URL",
+        raise InvalidRequestError(f"not a website address: {without_credentials(start_url)!r}; give an http(s) URL",
                                   argument="location")
     if options.max_pages < 1 or options.concurrency < 1 or (options.max_depth is not None and options.max_depth < 0):
         raise InvalidRequestError("max_pages and concurrency must be at least 1, max_depth at least 0",
@@ -145,13 +146,9 @@ def crawl_site(
                               read_timeout_seconds=options.read_timeout_seconds,
                               auth=auth, auth_origin=origin_of(start))
         crawl = _Crawl(start, cache_dir, options, polite, progress)
-        return crawl.run(_display(start_url.strip()))  # credentials stay out of what is recorded
+        return crawl.run(without_credentials(start_url.strip()))  # credentials stay out of what is recorded
 
 
-
-def _display(url: str) -> str:
-    """``url`` without the credentials it may carry."""
-    return re.sub(r"//[^/?#]*@", "//", url, count=1)
 
 # -- one page over HTTP ------------------------------------------------------------------------
 
