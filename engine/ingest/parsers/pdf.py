@@ -26,7 +26,6 @@ import logging
 import re
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from io import BytesIO
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -37,6 +36,7 @@ from engine.ingest.parsers.outline import heading_label
 from engine.ingest.parsers.packing import Block, pack_blocks
 from engine.ingest.parsers.source_text import SourceText
 from engine.ingest.parsers.tokens import WORD_CHARACTER
+from engine.logs import held_back
 
 if TYPE_CHECKING:
     from pypdf import PdfReader
@@ -64,7 +64,7 @@ _BLANK_LINES = re.compile(r"\n{3,}")
 
 def parse_pdf(relative_path: str, raw: bytes) -> ParsedDocument:
     """Parse a PDF into page-located chunks; raises ``ParseError`` or ``NothingToIndex`` (see module)."""
-    with _pypdf_quiet():
+    with held_back("pypdf", logging.ERROR):  # its repair notes ("Ignoring wrong pointing object") are not ours
         reader = _open(raw)
         pages = _page_texts(reader)
         page_paths = _outline_paths(reader, len(pages))
@@ -86,18 +86,6 @@ def parse_pdf(relative_path: str, raw: bytes) -> ParsedDocument:
         chunks=chunks,
         text=source.raw,
     )
-
-
-@contextmanager
-def _pypdf_quiet() -> Iterator[None]:
-    """Keep pypdf's repair notes ("Ignoring wrong pointing object") off the ingest's display."""
-    logger = logging.getLogger("pypdf")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
 
 
 def _open(raw: bytes) -> PdfReader:
