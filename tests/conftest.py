@@ -22,7 +22,7 @@ from psycopg_pool import ConnectionPool
 
 from engine.config import Settings
 from engine.embed.base import Embedder
-from engine.store.db import open_pool
+from engine.store.db import READER_ROLE, open_pool
 from engine.store.migrations import upgrade
 
 TEST_DATABASE = "quarry_test"
@@ -89,6 +89,14 @@ def session_pool(migrated_url: str) -> Iterator[ConnectionPool]:
     pool = open_pool(migrated_url, Settings(database_url=migrated_url), min_size=1, max_size=4)
     yield pool
     pool.close()
+
+
+@pytest.fixture(scope="session")
+def reader_pool(migrated_url: str) -> Iterator[ConnectionPool]:
+    """Connections in the search server's role (quarry_reader): what the read path may do, and no more."""
+    reader = open_pool(migrated_url, Settings(database_url=migrated_url), role=READER_ROLE, min_size=1, max_size=2)
+    yield reader
+    reader.close()
 
 
 @pytest.fixture()

@@ -3,6 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import psycopg
+
+from engine.embed.base import SPACES
+from engine.ingest.pipeline import Ingestor
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
+
+    from engine.embed.base import Embedder
+    from engine.ingest.sources import SourceSpec
 
 FILES: dict[str, str] = {
     "docs/indexes.md": """\
@@ -56,3 +68,13 @@ def write_corpus(root: Path, files: dict[str, str] | None = None) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     return root
+
+
+def ingest_alone(migrated_url: str, pool: ConnectionPool, embedder: Embedder, root: Path, source: SourceSpec) -> None:
+    """Empty the test database of every source, then ingest ``root`` as ``source`` with ``embedder`` in every space.
+
+    For a module's corpus: its tests then see these documents and nothing another test left.
+    """
+    with psycopg.connect(migrated_url, autocommit=True) as conn:
+        conn.execute("truncate quarry.sources, quarry.embedding_spaces cascade")
+    Ingestor(pool, dict.fromkeys(SPACES, embedder), max_file_bytes=1_000_000).ingest(root, source)

@@ -18,7 +18,6 @@ from psycopg_pool import ConnectionPool
 
 from engine.config import Settings
 from engine.store import api_keys
-from engine.store.db import READER_ROLE, open_pool
 from engine.store.vector_stores import drop_store
 from mcp_server.auth import AccessPolicy
 from mcp_server.http_app import build_http_app
@@ -26,13 +25,6 @@ from tests.mcp_harness import McpSession, StaticBackend, http_transport, mcp_ses
 from tests.test_profiles import call_result, profile_stdio
 
 CONTRACT_TOOLS = {"vector_add", "vector_search", "vector_delete", "vector_count"}
-
-
-@pytest.fixture(scope="module")
-def reader_pool(migrated_url: str) -> Iterator[ConnectionPool]:
-    pool = open_pool(migrated_url, Settings(database_url=migrated_url), role=READER_ROLE, min_size=1, max_size=2)
-    yield pool
-    pool.close()
 
 
 @pytest.fixture(scope="module", params=["stdio", "http"])

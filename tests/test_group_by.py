@@ -9,21 +9,19 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
 from engine.config import Settings
 from engine.embed.base import SPACES, Embedder
 from engine.evaluation.runner import EvalSettings, evaluate_corpus
-from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
 from engine.retrieval.grouping import SPANS_PER_DOCUMENT, SUPPORT_WEIGHT, documents_from_chunks
 from engine.retrieval.hits import SearchHit
 from engine.retrieval.pipeline import RankedHit
 from mcp_server.auth import AccessPolicy
 from mcp_server.http_app import build_http_app
-from tests.corpus import write_corpus
+from tests.corpus import ingest_alone, write_corpus
 from tests.mcp_harness import McpSession, StaticBackend, http_transport, mcp_session, serving
 from tests.searching import search_outcome
 
@@ -108,11 +106,8 @@ QUERY = "split text into tokens and count them"
 @pytest.fixture(scope="module")
 def corpus(migrated_url: str, session_pool: ConnectionPool, local_embedder: Embedder,
            tmp_path_factory: pytest.TempPathFactory) -> ConnectionPool:
-    with psycopg.connect(migrated_url, autocommit=True) as conn:
-        conn.execute("truncate quarry.sources, quarry.embedding_spaces cascade")
-    root = write_corpus(tmp_path_factory.mktemp("grouped"), FILES)
-    Ingestor(session_pool, dict.fromkeys(SPACES, local_embedder), max_file_bytes=1_000_000).ingest(
-        root, SourceSpec(slug="grouped", kind="code_repo"))
+    ingest_alone(migrated_url, session_pool, local_embedder, write_corpus(tmp_path_factory.mktemp("grouped"), FILES),
+                 SourceSpec(slug="grouped", kind="code_repo"))
     return session_pool
 
 

@@ -32,7 +32,7 @@ from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
 from engine.runtime import Runtime
 from engine.store import api_keys
-from engine.store.db import READER_ROLE, open_pool
+from engine.store.db import open_pool
 from mcp_server.auth import AccessPolicy
 from mcp_server.http_app import build_http_app
 from tests.corpus import write_corpus
@@ -63,14 +63,6 @@ def jobs_pool(pool: ConnectionPool) -> ConnectionPool:
     with pool.connection() as conn:
         conn.execute("delete from quarry.jobs")
     return pool
-
-
-@pytest.fixture()
-def reader_pool(migrated_url: str) -> Iterator[ConnectionPool]:
-    """Connections as the search server's role: it may read jobs, cancel them and queue retries, nothing else."""
-    reader = open_pool(migrated_url, Settings(database_url=migrated_url), role=READER_ROLE, min_size=1, max_size=2)
-    yield reader
-    reader.close()
 
 
 def _stored_status(pool: ConnectionPool, job_id: uuid.UUID) -> str:

@@ -6,7 +6,6 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
@@ -14,13 +13,12 @@ from engine.config import Settings
 from engine.corpus.facets import CHUNK_KINDS, facet_values
 from engine.embed.base import SPACES, Embedder
 from engine.ingest.parsers.code import module_path
-from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
 from engine.retrieval.counting import count_documents
 from engine.retrieval.grep import grep
 from mcp_server.auth import AccessPolicy
 from mcp_server.http_app import build_http_app
-from tests.corpus import write_corpus
+from tests.corpus import ingest_alone, write_corpus
 from tests.mcp_harness import McpSession, StaticBackend, http_transport, mcp_session, serving
 from tests.searching import search
 
@@ -87,11 +85,8 @@ SOURCE_KINDS: dict[tuple[str, str | None], str] = {
 @pytest.fixture(scope="module")
 def corpus(migrated_url: str, session_pool: ConnectionPool, local_embedder: Embedder,
            tmp_path_factory: pytest.TempPathFactory) -> ConnectionPool:
-    with psycopg.connect(migrated_url, autocommit=True) as conn:
-        conn.execute("truncate quarry.sources, quarry.embedding_spaces cascade")
-    root = write_corpus(tmp_path_factory.mktemp("kinds"), FILES)
-    Ingestor(session_pool, dict.fromkeys(SPACES, local_embedder), max_file_bytes=1_000_000).ingest(
-        root, SourceSpec(slug="kinds", kind="code_repo"))
+    ingest_alone(migrated_url, session_pool, local_embedder, write_corpus(tmp_path_factory.mktemp("kinds"), FILES),
+                 SourceSpec(slug="kinds", kind="code_repo"))
     return session_pool
 
 

@@ -7,7 +7,6 @@ import argparse
 import json
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,26 +22,11 @@ from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
 from engine.runtime import Runtime
 from engine.store import api_keys
-from engine.store.db import READER_ROLE, open_pool
 from mcp_server.auth import AccessPolicy
 from mcp_server.http_app import build_http_app
 from tests.corpus import write_corpus
 from tests.mcp_harness import StaticBackend, http_transport, mcp_session, serving
 from tests.test_ingest_locations import site  # noqa: F401 - a loopback docs site
-
-
-@pytest.fixture()
-def admin_pool(pool: ConnectionPool) -> ConnectionPool:
-    with pool.connection() as conn:
-        conn.execute("delete from quarry.jobs")
-    return pool
-
-
-@pytest.fixture()
-def reader_pool(migrated_url: str) -> Iterator[ConnectionPool]:
-    reader = open_pool(migrated_url, Settings(database_url=migrated_url), role=READER_ROLE, min_size=1, max_size=2)
-    yield reader
-    reader.close()
 
 
 def _counts(pool: ConnectionPool, slug: str) -> tuple[int, int, int]:
@@ -59,35 +43,35 @@ def _counts(pool: ConnectionPool, slug: str) -> tuple[int, int, int]:
 
 
 def test_removing_a_source_takes_everything_it_holds_and_keeps_the_statistics_exact(
-    admin_pool: ConnectionPool, local_embedder: Embedder, tmp_path: Path
+    pool: ConnectionPool, local_embedder: Embedder, tmp_path: Path
 ) -> None:
-    ingestor = Ingestor(admin_pool, dict.fromkeys(SPACES, local_embedder), max_file_bytes=1_000_000)
+    ingestor = Ingestor(pool, dict.fromkeys(SPACES, local_embedder), max_file_bytes=1_000_000)
     ingestor.ingest(write_corpus(tmp_path / "kept"), SourceSpec(slug="admin-kept"))
     ingestor.ingest(write_corpus(tmp_path / "gone"), SourceSpec(slug="admin-gone"))
-    kept = _counts(admin_pool, "admin-kept")
-    documents, chunks, total = _counts(admin_pool, "admin-gone")
+    kept = _counts(pool, "admin-kept")
+    documents, chunks, total = _counts(pool, "admin-gone")
     assert documents == 4 and chunks > 0
 
-    removed = remove_source(admin_pool, "admin-gone", tmp_path / "fetch")
+    removed = remove_source(pool, "admin-gone", tmp_path / "fetch")
     assert removed.documents == 4
-    assert _counts(admin_pool, "admin-gone") == (0, 0, total - chunks)
-    assert _counts(admin_pool, "admin-kept")[:2] == kept[:2]
-    with admin_pool.connection() as conn:
+    assert _counts(pool, "admin-gone") == (0, 0, total - chunks)
+    assert _counts(pool, "admin-kept")[:2] == kept[:2]
+    with pool.connection() as conn:
         assert conn.execute("select count(*) from quarry.sources where slug = 'admin-gone'").fetchone() == (0,)
-    [job] = list_jobs(admin_pool, kind="remove_source").jobs
+    [job] = list_jobs(pool, kind="remove_source").jobs
     assert job.status == "succeeded" and job.counts == {"documents_removed": 4}
     with pytest.raises(NotFoundError, match="admin-gone"):
-        remove_source(admin_pool, "admin-gone", tmp_path / "fetch")
+        remove_source(pool, "admin-gone", tmp_path / "fetch")
 
 
 def test_admin_tools_queue_jobs_only_for_admin_keys_and_only_for_remote_locations(
-    admin_pool: ConnectionPool, reader_pool: ConnectionPool, migrated_url: str, model_cache: Path,
+    pool: ConnectionPool, reader_pool: ConnectionPool, migrated_url: str, model_cache: Path,
     local_embedder: Embedder, tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    Ingestor(admin_pool, dict.fromkeys(SPACES, local_embedder), max_file_bytes=1_000_000).ingest(
+    Ingestor(pool, dict.fromkeys(SPACES, local_embedder), max_file_bytes=1_000_000).ingest(
         write_corpus(tmp_path / "docs"), SourceSpec(slug="admin-mcp"))
-    search_key = api_keys.create_key(admin_pool, f"src-search-{uuid.uuid4().hex[:8]}", ["search"])
-    admin_key = api_keys.create_key(admin_pool, f"src-admin-{uuid.uuid4().hex[:8]}", ["admin"])
+    search_key = api_keys.create_key(pool, f"src-search-{uuid.uuid4().hex[:8]}", ["search"])
+    admin_key = api_keys.create_key(pool, f"src-admin-{uuid.uuid4().hex[:8]}", ["admin"])
     backend = StaticBackend(Settings(database_url=migrated_url), reader_pool)
     app = build_http_app(backend, AccessPolicy.for_bind("127.0.0.1", no_auth=False))
     with serving(app) as url:
@@ -123,12 +107,12 @@ def test_admin_tools_queue_jobs_only_for_admin_keys_and_only_for_remote_location
         assert run_jobs(runtime, parser.parse_args(["jobs", "run", "--json"])) == 0
     ran = json.loads(capsys.readouterr().out)
     assert ran["kind"] == "remove_source" and ran["summary"]["documents"] == 4
-    assert show_job(admin_pool, uuid.UUID(queued["job_id"])).job.status == "succeeded"
-    assert _counts(admin_pool, "admin-mcp")[:2] == (0, 0)
+    assert show_job(pool, uuid.UUID(queued["job_id"])).job.status == "succeeded"
+    assert _counts(pool, "admin-mcp")[:2] == (0, 0)
 
 
 def test_a_source_added_over_mcp_is_fetched_by_the_worker_and_searchable(
-    admin_pool: ConnectionPool, reader_pool: ConnectionPool, migrated_url: str, model_cache: Path,
+    pool: ConnectionPool, reader_pool: ConnectionPool, migrated_url: str, model_cache: Path,
     site: tuple[str, Path, Counter[int]], tmp_path: Path, capsys: pytest.CaptureFixture[str],  # noqa: F811
 ) -> None:
     base, _, _ = site
@@ -146,7 +130,7 @@ def test_a_source_added_over_mcp_is_fetched_by_the_worker_and_searchable(
             assert run_jobs(runtime, parser.parse_args(["jobs", "run", "--json"])) == 0
         ran = json.loads(capsys.readouterr().out)
         assert ran["job_id"] == queued["job_id"] and ran["summary"]["added"] == 5  # --max-pages 5, as asked
-        with admin_pool.connection() as conn:
+        with pool.connection() as conn:
             row = conn.execute("select kind, attribution, metadata ->> 'location' from quarry.sources"
                                " where slug = 'mcp-guide'").fetchone()
         assert row == ("docs_site", "official", f"{base}/guide/")

@@ -29,21 +29,12 @@ from engine.config import Settings
 from engine.errors import InvalidRequestError
 from engine.runtime import Runtime
 from engine.store import api_keys
-from engine.store.db import READER_ROLE, open_pool
 from engine.store.vector_stores import StagedVector, count_vectors, drop_store, load_vectors, search_vectors
 from mcp_server.auth import AccessPolicy
 from mcp_server.http_app import build_http_app
 from tests.mcp_harness import McpSession, StaticBackend, http_transport, mcp_session, serving
 
 Matrix = npt.NDArray[np.float64]
-
-
-@pytest.fixture(scope="module")
-def reader_pool(migrated_url: str) -> Iterator[ConnectionPool]:
-    """Connections as the search server makes them: role quarry_reader."""
-    pool = open_pool(migrated_url, Settings(database_url=migrated_url), role=READER_ROLE, min_size=1, max_size=2)
-    yield pool
-    pool.close()
 
 
 @pytest.fixture(scope="module")
