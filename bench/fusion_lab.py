@@ -28,6 +28,7 @@ from bench.tasks import TASKS, Task, load_task
 from bench.vectors import cached_vectors
 from engine.embed.local import LocalMiniLM
 from engine.evaluation.metrics import ndcg_at_k, recall_at_k, reciprocal_rank_at_k
+from engine.retrieval.grouping import SUPPORT_WEIGHT, SUPPORTING_CHUNKS
 
 #: (chunk index, raw score) best first
 Leg = list[tuple[int, float]]
@@ -368,7 +369,7 @@ def by_agreement(top: int = 10) -> Callable[[TaskLegs, QueryLegs], float]:
 # ------------------------------------------------------------------------------------------------ scoring
 
 def documents(task: TaskLegs, fused: Mapping[int, float], depth: int = 100, support: float = 0.0,
-              support_chunks: int = 3) -> list[str]:
+              support_chunks: int = SUPPORTING_CHUNKS) -> list[str]:
     """Chunks -> documents: the best chunk's score, plus ``support`` x each of the next few chunks' scores."""
     by_document: dict[str, list[float]] = {}
     for chunk, value in fused.items():
@@ -405,7 +406,8 @@ def main() -> None:
     parser.add_argument("--home", type=Path, default=DEFAULT_HOME)
     parser.add_argument("--depth", type=int, default=200)
     parser.add_argument("--support", type=float, nargs="+", default=[0.0],
-                        help="document score = best chunk + SUPPORT x the next 3 chunks (one table per value)")
+                        help=f"document score = best chunk + SUPPORT x the next {SUPPORTING_CHUNKS} chunks, as "
+                             f"engine.retrieval.grouping (SUPPORT_WEIGHT {SUPPORT_WEIGHT}); one table per value")
     args = parser.parse_args()
     embedder = LocalMiniLM(args.home / "models")
     names = TASKS if "all" in args.task else args.task

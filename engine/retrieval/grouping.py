@@ -3,12 +3,13 @@
 ``group_by="document"`` (``advanced_search``, ``query_documents``), ``quarry eval`` and bench/ all rank
 documents here, from the ranked chunk list of one search:
 
-* a document's score is its best chunk's, plus ``SUPPORT_WEIGHT`` times each of its next
-  ``SUPPORTING_CHUNKS`` chunks' (so at most ``SUPPORTING_CHUNKS x SUPPORT_WEIGHT`` of its best
-  chunk's score): the best chunk decides, the next ones separate near ties. A stronger blend
-  hurts: the mean of a document's two or three best chunks per leg took SWE-bench issue -> file
-  R@10 from 0.733 to 0.600, a long file's many weak matches outranking the file the issue is
-  about (docs/benchmarks-log.md § Document evidence); the fused score already blends in each
+* a document's score is its best chunk's, plus ``SUPPORT_WEIGHT`` (0) times each of its next
+  ``SUPPORTING_CHUNKS`` chunks': the best chunk decides, and the next ones break exact ties. Any
+  blend measured costs some dev set: 0.02 took SciFact nDCG@10 from 0.731 to 0.726 for CoNaLa's
+  0.538 -> 0.543, the rest unchanged (``bench/fusion_lab.py --task all --support 0 0.02``), and
+  the mean of a document's two or three best chunks per leg took SWE-bench issue -> file R@10
+  from 0.733 to 0.600, a long file's many weak matches outranking the file the issue is about
+  (docs/benchmarks-log.md § Document evidence). The fused score already blends in each
   document's best evidence per leg (``quarry.document_evidence_share``);
 * chunks are scored on the scale that ordered them: the rerank score for the chunks the
   reranker saw (all ranked ahead of the others, as in the chunk list), else the fused score;
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 #: Chunks after a document's best that add to its score, and the share of its own score each adds.
 SUPPORTING_CHUNKS = 2
-SUPPORT_WEIGHT = 0.02
+SUPPORT_WEIGHT = 0.0
 #: Spans a document row shows: its best chunks.
 SPANS_PER_DOCUMENT = 3
 #: Chunks ranked per document asked for, by default: a document's best chunk is rarely alone.
@@ -125,11 +126,12 @@ def documents_from_chunks(hits: Sequence[RankedHit], *, support_weight: float = 
     grouped: dict[UUID, list[RankedHit]] = {}
     for ranked in hits:
         grouped.setdefault(ranked.hit.document_id, []).append(ranked)
-    scored: list[tuple[tuple[int, float], int, list[RankedHit]]] = []
+    scored: list[tuple[int, float, float, int, list[RankedHit]]] = []
     for first_seen, chunks in enumerate(grouped.values()):
         tier, best = chunk_score(chunks[0])
         support = sum(max(0.0, value) for other_tier, value in map(chunk_score, chunks[1:1 + SUPPORTING_CHUNKS])
                       if other_tier == tier)
-        scored.append(((tier, best + support_weight * support), first_seen, chunks))
-    scored.sort(key=lambda entry: (-entry[0][0], -entry[0][1], entry[1]))
-    return [RankedDocument(rank, key[1], chunks, highlighter) for rank, (key, _, chunks) in enumerate(scored, 1)]
+        scored.append((tier, best + support_weight * support, support, first_seen, chunks))
+    scored.sort(key=lambda entry: (-entry[0], -entry[1], -entry[2], entry[3]))
+    return [RankedDocument(rank, score, chunks, highlighter)
+            for rank, (_, score, _, _, chunks) in enumerate(scored, 1)]
