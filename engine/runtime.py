@@ -219,8 +219,16 @@ class _WhileLost(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno != logging.WARNING:  # its INFO lines come with every checkout: not looked at
             return True
-        # The pool may notice first (a connection found broken): if the server is gone, the
-        # keeper is about to say so.
+        # The pool may notice first (a connection found broken, a reconnection refused): if the
+        # server is gone, the keeper is about to say so. A refused connection to the embedded
+        # server's own socket is that, even while a killed postmaster's pid file still names a
+        # process not yet reaped (embedded_server_running cannot tell yet).
+        if _REFUSED in record.getMessage():
+            return False
         return not (self._keeper.lost or not embedded_server_running(self._keeper.home))
+
+
+#: What libpq says when nothing listens on the socket: the server is down, not misconfigured.
+_REFUSED = "Connection refused"
 
 
