@@ -105,7 +105,9 @@ class Settings(BaseSettings):
     flow_gate: bool = False
     flow_gate_ttl_s: float = Field(default=600.0, gt=0)
     #: The MCP tool profile served (mcp_server.profiles): Quarry's own, or a contract's names and envelopes.
-    tools: Literal["default", "docs-server", "vectors", "all"] = "default"
+    tools: Literal["default", "docs-server", "vectors", "kb", "all"] = "default"
+    #: The folder ``kb_ingest_evidence`` may read a ``path`` from (None: paths are refused, PATH_DENIED).
+    kb_root: Path | None = None
 
     @field_validator("read_database_urls", mode="before")
     @classmethod

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import mcp_types as types
 import psycopg
@@ -24,10 +24,10 @@ import psycopg_pool
 from engine.errors import InvalidRequestError, QuarryError, UnavailableError, new_error_id
 
 ErrorCode = Literal["INVALID", "NOT_FOUND", "LIMIT", "RATE_LIMITED", "UNAUTHORIZED", "UNAVAILABLE", "INTERNAL",
-                   "FLOW_GATE", "BUSY"]
-ERROR_CODES: tuple[ErrorCode, ...] = (
-    "INVALID", "NOT_FOUND", "LIMIT", "RATE_LIMITED", "UNAUTHORIZED", "UNAVAILABLE", "INTERNAL", "FLOW_GATE", "BUSY",
-)
+                   "FLOW_GATE", "BUSY",
+                   # the knowledge-base contract's own (mcp_server.profiles.kb)
+                   "CONFLICT", "PATH_DENIED", "INDEX_ERROR", "IO_ERROR"]
+ERROR_CODES: tuple[ErrorCode, ...] = get_args(ErrorCode)
 
 logger = logging.getLogger("quarry.mcp")
 

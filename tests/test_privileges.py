@@ -13,6 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 from pydantic import SecretStr
 
@@ -33,6 +34,10 @@ SERVER_DEFINER_FUNCTIONS = {
     "quarry.enqueue_source_job(text,text,jsonb,uuid,text)",
     "quarry.vector_upsert(text,text,vector,jsonb,text,text,text)",
     "quarry.vector_delete(text,text,text,text)",
+    "quarry.kb_write(text,jsonb,timestamp with time zone)",
+    "quarry.kb_store_evidence(text,text,bytea,text,text,text,boolean,uuid)",
+    "quarry.kb_reindex(text,uuid)",
+    "quarry.kb_delete(text,text[],boolean)",
 }
 
 
@@ -135,6 +140,27 @@ def test_jobs_are_cancelled_or_queued_only_with_an_admin_key(
     with server.pool.connection() as conn:
         assert conn.execute("select quarry.request_job_cancel(%s, %s)", (job.id, admin.secret)).fetchone() \
             == ("cancelled",)
+
+
+def test_the_knowledge_base_is_written_only_with_an_admin_key(server: Runtime, session_pool: ConnectionPool) -> None:
+    search = api_keys.create_key(session_pool, f"priv-kb-{uuid.uuid4().hex[:8]}", ["search"])
+    admin = api_keys.create_key(session_pool, f"priv-kba-{uuid.uuid4().hex[:8]}", ["admin"])
+    node = {"nodes": [{"type": "concept", "properties": {"name": "privilege"}, "identity_property": "name"}]}
+    evidence = "e_" + "0" * 64
+    for key in (None, search.secret):
+        _denied(server.pool, "select quarry.kb_write(%s, %s, now())", (key, Jsonb(node)))
+        _denied(server.pool, "select quarry.kb_store_evidence(%s, %s, 'x', 'text/plain', 'auto', null, false,"
+                " gen_random_uuid())", (key, evidence))
+        _denied(server.pool, "select quarry.kb_reindex(%s, gen_random_uuid())", (key,))
+        _denied(server.pool, "select quarry.kb_delete(%s, array[%s], false)", (key, evidence))
+    for statement in ("delete from quarry.kb_records", "update quarry.kb_evidence set index_state = 'ready'",
+                      "select quarry.kb_mark_indexed(array['x'], 'ready', null)"):
+        _denied(server.pool, statement)
+    with server.pool.connection() as conn:
+        written = conn.execute("select quarry.kb_write(%s, %s, now())", (admin.secret, Jsonb(node))).fetchone()
+        assert written is not None and written[0]["nodes"][0]["type"] == "concept"
+        conn.execute("select quarry.kb_delete(%s, array[%s], false)",
+                     (admin.secret, written[0]["nodes"][0]["id"]))
 
 
 def test_the_only_definer_functions_the_server_may_call_check_a_key_or_return_a_verdict(server: Runtime) -> None:

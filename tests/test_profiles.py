@@ -39,6 +39,9 @@ ADMIN_ONLY = {"vector_add", "vector_search", "vector_delete", "vector_count", "a
 DOCS_SERVER_TOOLS = {"list_namespaces", "namespace_router", "suggest_query_params", "count", "query",
                      "keyword_search", "query_documents", "guided_query", "generate_urls"}
 VECTOR_TOOLS = {"vector_add", "vector_search", "vector_delete", "vector_count"}
+KB_TOOLS = {"kb_status", "kb_types", "kb_write", "kb_get", "kb_search", "kb_neighbors", "kb_delete",
+            "kb_ingest_evidence", "kb_read_evidence", "kb_jobs", "kb_reindex"}
+KB_WRITES = {"kb_write", "kb_delete", "kb_ingest_evidence", "kb_reindex"}
 
 
 def profile_stdio(database_url: str, model_cache: Path, home: Path, profile: str) -> StdioServerParameters:
@@ -106,8 +109,10 @@ def test_every_profile_lists_its_tools_within_its_byte_budget(migrated_url: str,
     assert sizes["docs-server/search"] <= 12_000
     assert names["vectors/admin"] == VECTOR_TOOLS and names["vectors/search"] == {"vector_search", "vector_count"}
     assert sizes["vectors/admin"] <= 4_000
-    assert names["all/admin"] == quarry | DOCS_SERVER_TOOLS | VECTOR_TOOLS
-    assert sizes["all/admin"] <= 32_000
+    assert names["kb/admin"] == KB_TOOLS and names["kb/search"] == KB_TOOLS - KB_WRITES
+    assert sizes["kb/admin"] <= 12_000
+    assert names["all/admin"] == quarry | DOCS_SERVER_TOOLS | VECTOR_TOOLS | KB_TOOLS
+    assert sizes["all/admin"] <= 40_000
 
 
 def test_a_name_two_profiles_share_is_quarrys_in_all() -> None:

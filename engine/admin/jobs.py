@@ -67,7 +67,7 @@ __all__ = [
     "show_job",
 ]
 
-JobKind = Literal["ingest", "reembed", "reindex", "remove_source"]
+JobKind = Literal["ingest", "reembed", "reindex", "remove_source", "kb_index"]
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "interrupted"]
 JOB_KINDS: tuple[JobKind, ...] = get_args(JobKind)
 JOB_STATUSES: tuple[JobStatus, ...] = get_args(JobStatus)

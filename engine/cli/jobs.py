@@ -315,5 +315,12 @@ def _run_remove_source(runtime: Runtime, claimed: JobRun) -> tuple[dict[str, Any
     return asdict(removed), removed.one_line(), _EXIT_OK
 
 
+def _run_kb_index(runtime: Runtime, claimed: JobRun) -> tuple[dict[str, Any], str, int]:
+    from engine.kb.indexing import index_evidence
+
+    summary = index_evidence(runtime.pool, runtime.embedders, runtime.settings, claimed)
+    return summary.as_dict(), summary.one_line(), _EXIT_FAILED if summary.failed else _EXIT_OK
+
+
 _RUNNERS: dict[str, Runner] = {"ingest": _run_ingest, "reembed": _run_reembed, "reindex": _run_reindex,
-                               "remove_source": _run_remove_source}
+                               "remove_source": _run_remove_source, "kb_index": _run_kb_index}

@@ -1,6 +1,6 @@
 """Tool profiles: which tools a server lists, under which names, arguments and envelopes.
 
-``default`` is Quarry's own surface; ``docs-server`` and ``vectors`` answer the contracts in
+``default`` is Quarry's own surface; ``docs-server``, ``vectors`` and ``kb`` answer the contracts in
 ``../shared/contracts`` (their tool names, arguments, defaults, limits and response shapes);
 ``all`` is every tool of every profile, Quarry's own winning a name two profiles share. A profile
 is an adapter: its tools call the same engine functions as Quarry's (``engine.retrieval``,
@@ -36,10 +36,11 @@ def build_profile(name: str, settings: Settings) -> Profile:
     from mcp_server.profiles.all import all_profile
     from mcp_server.profiles.default import default_profile
     from mcp_server.profiles.docs_server import docs_server_profile
+    from mcp_server.profiles.kb import kb_profile
     from mcp_server.profiles.vectors import vectors_profile
 
     builders = {"default": default_profile, "docs-server": docs_server_profile, "vectors": vectors_profile,
-                "all": all_profile}
+                "kb": kb_profile, "all": all_profile}
     if set(builders) != set(PROFILE_NAMES):
         raise AssertionError("mcp_server.profiles is out of step with Settings.tools")
     if name not in builders:
