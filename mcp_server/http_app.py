@@ -344,4 +344,5 @@ def serve_http(backend: Backend, *, host: str, port: int, policy: AccessPolicy,
     """Serve until interrupted."""
     app = build_http_app(backend, policy, rate_policy)
     warm_up(backend)
-    uvicorn_server(app, host, port, log_level="info").run()
+    # no access log: a line per request says less than the tools' own logs, and costs every call a write
+    uvicorn_server(app, host, port, log_level="info", access_log=False).run()

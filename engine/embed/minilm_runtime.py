@@ -69,6 +69,9 @@ def session(model: str | bytes, threads: int) -> ort.InferenceSession:
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # ORT's pool threads otherwise spin for a while after every run: in a server embedding one short
+    # query per search that burned more CPU than the search itself, taken from Postgres and the event loop.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if _int8_products_saturate():
         # Exact (u8 x u8) int8 kernels instead: slower, but the same vectors as on VNNI CPUs. Only
         # where needed: on VNNI CPUs ORT would still switch kernels, and lose speed for nothing.

@@ -2,7 +2,8 @@
 
 Arguments travel by name, and only those a caller sets: a parameter left out takes the
 SQL default (``quarry.ranking_defaults()`` for ranking), so no default is spelled twice.
-Legs the database left out come back as data (``legs_left_out``), never as message text.
+Legs the database left out come back as data (``legs_left_out``), never as message text, and the
+query's lexemes (for highlights) with the rows, so a search is one round trip.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 from uuid import UUID
 
 from pgvector import Vector
@@ -94,6 +95,11 @@ class HitPage:
     failed_legs: list[LegFailure] = field(default_factory=list)
     #: Legs left out because another leg already ranks the same vectors (the code leg, one model serving both).
     redundant_legs: list[Leg] = field(default_factory=list)
+    #: What the keyword leg searched for over every query (``quarry.query_lexemes``; empty in vector mode and
+    #: when nothing was found).
+    lexemes: frozenset[str] = frozenset()
+    #: Chunks the per-document cap left out before the page filled (0 without a cap).
+    passed_over: int = 0
 
 
 def search_hits(
@@ -110,8 +116,14 @@ def search_hits(
     query_model: str | None = None,
     code_query_model: str | None = None,
     overrides: Mapping[str, object] | None = None,
+    per_document: int | None = None,
+    page_size: int | None = None,
 ) -> HitPage:
-    """``quarry.search_hits`` for distinct ``texts``; vectors have one row per text, in order."""
+    """``quarry.search_hits`` for distinct ``texts``; vectors have one row per text, in order.
+
+    With ``per_document``, the database keeps at most that many chunks of one document while walking the
+    ``limit`` fused hits in order, and returns at most ``page_size`` of them.
+    """
     arguments: dict[str, object] = {
         "query_texts": list(texts), "search_mode": mode, "match_count": limit, "code_mode": code_mode,
         "version_matching": version_match,
@@ -119,15 +131,20 @@ def search_hits(
     }
     optional = {"query_embeddings": _as_vectors(text_vectors, texts),
                 "code_embeddings": _as_vectors(code_vectors, texts),
-                "filters": filters, "query_model": query_model, "code_query_model": code_query_model}
+                "filters": filters, "query_model": query_model, "code_query_model": code_query_model,
+                "per_document": per_document, "page_size": page_size}
     arguments.update({name: value for name, value in optional.items() if value is not None})
     # One read statement: in autocommit it is its own transaction, without BEGIN and COMMIT round trips.
     with pool.connection() as conn, autocommit(conn), conn.cursor(row_factory=_hit_or_failures) as cursor:
         rows = cursor.execute(_statement(tuple(arguments)), arguments).fetchall()
-    hits = [hit for hit, _ in rows if hit is not None]
-    left_out: Mapping[str, Mapping[str, str]] = (rows[0][1] if rows else None) or {}
+    hits = [row.hit for row in rows if row.hit is not None]
+    if not rows:
+        return HitPage(hits)
+    first = rows[0]  # the search-wide columns come on the first row only
+    left_out: Mapping[str, Mapping[str, str]] = first.legs_left_out or {}
     redundant = [leg for leg in LEGS if left_out.get(leg, {}).get("reason") == "redundant"]
-    return HitPage(hits, _failures({leg: why for leg, why in left_out.items() if leg not in redundant}), redundant)
+    return HitPage(hits, _failures({leg: why for leg, why in left_out.items() if leg not in redundant}), redundant,
+                   frozenset(first.query_lexemes or ()), first.passed_over or 0)
 
 
 @lru_cache(maxsize=64)
@@ -144,14 +161,23 @@ def _statement(names: tuple[str, ...]) -> sql.Composed:
         sql.SQL(", ").join(sql.SQL("{} => {}").format(sql.Identifier(name), cast(name)) for name in names))
 
 
-def _hit_or_failures(cursor: Cursor[Any]) -> RowMaker[tuple[SearchHit | None, Any]]:
+class _HitRow(NamedTuple):
+    """One row of ``quarry.search_hits``: the hit (None on the failure-only row), then the search-wide columns."""
+
+    hit: SearchHit | None
+    legs_left_out: Mapping[str, Mapping[str, str]] | None
+    query_lexemes: list[str] | None
+    passed_over: int | None
+
+
+def _hit_or_failures(cursor: Cursor[Any]) -> RowMaker[_HitRow]:
     names = [column.name for column in cursor.description or ()]
 
-    def make(values: Sequence[Any]) -> tuple[SearchHit | None, Any]:
+    def make(values: Sequence[Any]) -> _HitRow:
         row = dict(zip(names, values, strict=True))
-        failures = row.pop("legs_left_out")
+        search_wide = row.pop("legs_left_out"), row.pop("query_lexemes"), row.pop("passed_over")
         # with no hit but a failed leg, the database sends one row without a chunk
-        return (SearchHit(**row) if row["chunk_id"] is not None else None), failures
+        return _HitRow(SearchHit(**row) if row["chunk_id"] is not None else None, *search_wide)
 
     return make
 

@@ -31,7 +31,7 @@ from engine.rerank.base import Reranker
 from engine.retrieval.degradation import Degradation, embed_queries, leg_of
 from engine.retrieval.empty_answers import nothing_to_search
 from engine.retrieval.grouping import CHUNKS_PER_DOCUMENT, RankedDocument, documents_from_chunks
-from engine.retrieval.highlights import Highlighter, Highlights, query_lexemes
+from engine.retrieval.highlights import Highlighter, Highlights
 from engine.retrieval.hits import HitPage, SearchHit, search_hits
 from engine.retrieval.request import MAX_DEPTH, CodeMode, Filters, SearchMode, SearchRequest, filters_json
 from engine.retrieval.reranking import NO_RERANKER, RerankOutcome, rerank
@@ -213,11 +213,16 @@ def retrieve(backend: RetrievalBackend, request: SearchRequest) -> Retrieval:
     ranking = request.ranking
     if ranking.rrf_k is None and backend.settings.rrf_k is not None:
         ranking = replace(ranking, rrf_k=backend.settings.rrf_k)
+    # Without a reranker the fused order is final, so the database applies the per-document cap and sends
+    # only the page; a reranker reorders the candidates first, so then the cap is applied here.
+    capped_in_sql = request.per_document is not None and not grouped and reranker is None
     page = search_hits(
         backend.pool, queries, mode=mode, limit=depth, text_vectors=text_vectors, code_vectors=code_vectors,
         code_mode=code_mode, version_match=request.version_match, filters=filters_json(request.combined_filters()),
         query_model=_model_name(backend, TEXT_SPACE, text_vectors),
-        code_query_model=_model_name(backend, CODE_SPACE, code_vectors), overrides=ranking.arguments())
+        code_query_model=_model_name(backend, CODE_SPACE, code_vectors), overrides=ranking.arguments(),
+        per_document=request.per_document if capped_in_sql else None,
+        page_size=request.limit if capped_in_sql else None)
     for failure in page.failed_legs:
         degradation.leg_failed(failure)
     if "code" in page.redundant_legs:
@@ -233,14 +238,15 @@ def retrieve(backend: RetrievalBackend, request: SearchRequest) -> Retrieval:
     if grouped:
         for rank, hit in enumerate(hits, 1):
             hit.rank = rank
-        highlighter = Highlighter(query_lexemes(backend.pool, queries)) if mode != "vector" and hits else None
+        highlighter = Highlighter(page.lexemes) if mode != "vector" and hits else None
         documents = documents_from_chunks(hits, highlighter=highlighter)[:request.limit]
         if not hits:
             notes.extend(_why_nothing_found(backend.pool, request))
         return Retrieval(request, queries, hits, mode, code_mode, _spaces(page, text_vectors, code_vectors), outcome,
                          degradation, notes, documents)
     if request.per_document is not None:
-        hits, left_out = _capped_per_document(hits, request.per_document, request.limit)
+        hits, left_out = ((hits, page.passed_over) if capped_in_sql
+                          else _capped_per_document(hits, request.per_document, request.limit))
         if left_out:
             chunks = "1 more chunk of a document" if left_out == 1 else f"{left_out} more chunks of documents"
             notes.append(f"{chunks} already listed left out (at most {request.per_document} per document; "
@@ -249,7 +255,7 @@ def retrieve(backend: RetrievalBackend, request: SearchRequest) -> Retrieval:
     for rank, hit in enumerate(hits, 1):
         hit.rank = rank
     if mode != "vector" and hits:
-        highlighter = Highlighter(query_lexemes(backend.pool, queries))
+        highlighter = Highlighter(page.lexemes)
         for hit in hits:
             hit.highlights = highlighter.highlight(hit.hit.content)
     if not hits:
