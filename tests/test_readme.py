@@ -59,6 +59,7 @@ def _output_after_stopping(server: subprocess.Popen[str]) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.exclusive  # its deadline assumes the machine's cores, not half of them
 @pytest.mark.timeout(MAIN_COMMAND_TIMEOUT_S)
 def test_main_command_ingests_quarrys_docs_and_serves_them_over_mcp(tmp_path: Path, model_cache: Path) -> None:
     main_command = _install_and_run_commands()[0].removeprefix(INSTALL)
