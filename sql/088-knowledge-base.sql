@@ -87,6 +87,25 @@ comment on function quarry.kb_patched(jsonb, jsonb) is
 'The properties after a write item: its properties merged in (kb_merge), then its remove_properties paths '
 '(RFC 6901 pointers as text arrays) removed.';
 
+create or replace function quarry.kb_rewrite(record_id uuid, item jsonb, merged jsonb, observed timestamptz)
+returns void
+language sql volatile
+set search_path = pg_catalog
+as $$
+    update quarry.kb_records r
+    set properties = merged,
+        label = case when item ? 'label' then item ->> 'label' else r.label end,
+        search_text = quarry.kb_search_text(case when item ? 'label' then item ->> 'label' else r.label end, merged),
+        first_seen = least(r.first_seen, observed),
+        last_seen = greatest(r.last_seen, observed),
+        written_at = now()
+    where r.id = record_id
+$$;
+
+comment on function quarry.kb_rewrite(uuid, jsonb, jsonb, timestamptz) is
+'Store a stored record''s patched properties (merged), its label when the write item sets one, and the '
+'observation time (first_seen and last_seen only widen): kb_write''s update of a node or relation.';
+
 create or replace function quarry.kb_write(api_key text, request jsonb, observed timestamptz) returns jsonb
 language plpgsql volatile security definer
 set search_path = pg_catalog, pg_temp
@@ -141,15 +160,7 @@ begin
                 raise exception '%: property % is the node''s identity and cannot change or be removed',
                     address, identity_property using errcode = 'invalid_parameter_value';
             end if;
-            update quarry.kb_records r
-            set properties = merged,
-                label = case when item ? 'label' then item ->> 'label' else r.label end,
-                search_text = quarry.kb_search_text(case when item ? 'label' then item ->> 'label' else r.label end,
-                                                    merged),
-                first_seen = least(r.first_seen, observed),
-                last_seen = greatest(r.last_seen, observed),
-                written_at = now()
-            where r.id = stored.id;
+            perform quarry.kb_rewrite(stored.id, item, merged, observed);
         end if;
         perform quarry.kb_link_evidence(stored.id, item, address);
         written := written || stored.id;
@@ -206,15 +217,7 @@ begin
         end if;
         if not created then
             merged := quarry.kb_patched(stored.properties, item);
-            update quarry.kb_records r
-            set properties = merged,
-                label = case when item ? 'label' then item ->> 'label' else r.label end,
-                search_text = quarry.kb_search_text(case when item ? 'label' then item ->> 'label' else r.label end,
-                                                    merged),
-                first_seen = least(r.first_seen, observed),
-                last_seen = greatest(r.last_seen, observed),
-                written_at = now()
-            where r.id = stored.id;
+            perform quarry.kb_rewrite(stored.id, item, merged, observed);
         end if;
         perform quarry.kb_link_evidence(stored.id, item, address);
         relations_acknowledged := relations_acknowledged || jsonb_build_object(
@@ -359,8 +362,7 @@ begin
     -- The evidence's indexed document goes with it (statistics stay exact): no search finds it after.
     perform quarry.delete_documents(array(
         select d.id from quarry.documents d join quarry.sources s on s.id = d.source_id
-        where s.slug = 'kb' and split_part(substr(d.path, length('evidence/') + 1), '.', 1) = any(evidence_ids)
-          and d.path like 'evidence/%'));
+        where s.slug = 'kb' and d.path like any (array(select 'evidence/' || i || '.%' from unnest(evidence_ids) i))));
     delete from quarry.kb_evidence e where e.id = any(evidence_ids);
     get diagnostics deleted_evidence = row_count;
     return jsonb_build_object('nodes', deleted_nodes, 'relations', deleted_relations + cascaded,
@@ -407,22 +409,22 @@ create or replace function quarry.kb_find_records(
 language sql stable
 set search_path = pg_catalog
 as $$
-    select r.id, r.kind, r.type, r.label, r.search_text,
-           case when by_relevance then ts_rank_cd(to_tsvector('simple', r.search_text),
-                                                  plainto_tsquery('simple', coalesce(query, array_to_string(words, ' '))))
-                else 0 end::real
-    from quarry.kb_records r
-    where r.kind = record_kind
-      and (record_type is null or r.type = record_type)
-      and (query is null or strpos(r.search_text, query) > 0)
-      and (words is null or lower(r.search_text) like all (array(select '%' || lower(w) || '%' from unnest(words) w)))
-      and (after_id is null or r.id > after_id)
-    order by case when by_relevance then 0 end,
-             case when by_relevance then ts_rank_cd(to_tsvector('simple', r.search_text),
-                                                    plainto_tsquery('simple',
-                                                                    coalesce(query, array_to_string(words, ' '))))
-             end desc,
-             r.id
+    select * from (
+        select r.id, r.kind, r.type, r.label, r.search_text,
+               case when by_relevance
+                    then ts_rank_cd(to_tsvector('simple', r.search_text),
+                                    plainto_tsquery('simple', coalesce(query, array_to_string(words, ' '))))
+                    else 0 end::real as rank
+        from quarry.kb_records r
+        where r.kind = record_kind
+          and (record_type is null or r.type = record_type)
+          and (query is null or strpos(r.search_text, query) > 0)
+          and (words is null
+               or lower(r.search_text) like all (array(select '%' || lower(w) || '%' from unnest(words) w)))
+          and (after_id is null or r.id > after_id)
+    ) found
+    -- by id, or best first (rank is 0 for every row unless by_relevance)
+    order by found.rank desc, found.id
     limit max_rows
 $$;
 

@@ -381,14 +381,16 @@ def test_keys_a_search_key_reads_and_an_admin_key_queues_indexing(
 # -- hostile calls: every kb tool answers in the contract's envelope, never INTERNAL -------------------------
 
 HOSTILE = ["", " ", "'; drop table quarry.kb_records; --", "%", "_", "\\", "$$", "a & b | !c", "é" * 300,
-           "\u202e", "\ud800", "a\x00b", "/", "~1", "/a/~0/0", "e_" + "f" * 64, "e_" + "F" * 64,
+           "\u202e", "a\x00b", "/", "~1", "/a/~0/0", "e_" + "f" * 64, "e_" + "F" * 64,
            "00000000-0000-4000-8000-000000000000", "00000000-0000-4000-8000-00000000000G", "null", "1e309"]
 
 
 def _hostile_value() -> Any:
     from hypothesis import strategies as st
 
-    scalar = st.one_of(st.sampled_from(HOSTILE), st.text(max_size=30), st.integers(min_value=-2**70, max_value=2**70),
+    # No lone surrogates: the SDK's HTTP client cannot encode them (test_mcp_fuzz sends them as raw JSON escapes).
+    scalar = st.one_of(st.sampled_from(HOSTILE), st.text(st.characters(exclude_categories=("Cs",)), max_size=30),
+                       st.integers(min_value=-2**70, max_value=2**70),
                        st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.none())
     return st.recursive(scalar, lambda inner: st.one_of(st.lists(inner, max_size=4),
                                                           st.dictionaries(st.sampled_from(
@@ -409,11 +411,11 @@ def test_hostile_calls_get_the_contract_envelope(migrated_url: str, reader_pool:
     with serving(app) as url, mcp_session(http_transport(url + "/mcp")) as session:
         schemas = {tool.name: tool.input_schema for tool in session.list_tools()}
 
-        @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+        @settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
         @given(st.data())
         def call(data: st.DataObject) -> None:
             tool = data.draw(st.sampled_from(sorted(schemas)))
-            names = sorted(schemas[tool].get("properties", {})) + ["unknown_field"]
+            names = [*sorted(schemas[tool].get("properties", {})), "unknown_field"]
             chosen = data.draw(st.lists(st.sampled_from(names), unique=True, max_size=4))
             arguments = {name: data.draw(_hostile_value()) for name in chosen}
             reply = session.call(tool, arguments)

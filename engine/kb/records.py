@@ -74,10 +74,6 @@ def _relation_item(index: int, item: dict[str, Any]) -> dict[str, Any]:
     if kind is None:
         raise InvalidRequestError(f"{address}.type: creating a relation needs a catalogue type (kb_types lists "
                                   "them)", argument=f"{address}.type")
-    for side in ("source_ref", "target_ref"):
-        if side not in item:
-            raise InvalidRequestError(f"{address}.{side}: creating a relation needs {{\"id\"}} or {{\"node_index\"}}",
-                                      argument=f"{address}.{side}")
     return {**item, "source_types": list(kind.source_types), "target_types": list(kind.target_types)}
 
 
