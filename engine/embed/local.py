@@ -51,7 +51,9 @@ class LocalMiniLM:
         self._threads = threads if threads is not None else available_cores()
         self._tokenizer = load_tokenizer()
         self._path: Path | None = None
-        self._session: ort.InferenceSession | None = None
+        #: By ``spinning``: documents run on a session whose threads spin between batches, queries on one
+        #: whose threads sleep (``minilm_runtime.session``); each is loaded on first use.
+        self._sessions: dict[bool, ort.InferenceSession] = {}
         self._lock = threading.Lock()
 
     @property
@@ -63,35 +65,39 @@ class LocalMiniLM:
         return DIMENSION
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
-        return self._embed(texts)
+        return self._embed(texts, spinning=True)
 
     def embed_queries(self, texts: Sequence[str]) -> Vectors:
         # MiniLM was trained without query/passage prefixes: both sides embed the same way.
-        return self._embed(texts)
+        return self._embed(texts, spinning=False)
 
-    def prepare(self) -> Path:
-        """Make sure the prepared model exists and is loaded; returns its path in the cache."""
+    def prepare(self, *, for_queries: bool = False) -> Path:
+        """Make sure the prepared model exists and its documents' (or queries') session is loaded; its path."""
+        self._session(spinning=not for_queries)
+        assert self._path is not None
+        return self._path
+
+    def _session(self, *, spinning: bool) -> ort.InferenceSession:
         with self._lock:
-            if self._path is None or self._session is None:
+            if self._path is None:
                 source = _source_model()
                 # Keyed by the source's content and our recipe: either changing means a new file.
                 digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
                 path = self._cache_dir / f"all-MiniLM-L6-v2.{digest}.prep{PREPARATION_VERSION}.int8.onnx"
                 if not path.exists():
                     prepare_model(source, path, self._tokenizer)
-                self._session = session(str(path), self._threads)
                 self._path = path
-            return self._path
+            if spinning not in self._sessions:
+                self._sessions[spinning] = session(str(self._path), self._threads, spinning=spinning)
+            return self._sessions[spinning]
 
-    def _embed(self, texts: Sequence[str]) -> Vectors:
+    def _embed(self, texts: Sequence[str], *, spinning: bool) -> Vectors:
         if isinstance(texts, str):
             raise TypeError("embed a sequence of texts, not a single str")
         out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
         if not texts:
             return out
-        if self._session is None:
-            self.prepare()
-        assert self._session is not None
+        model = self._session(spinning=spinning)
         rows = [e.ids for e in self._tokenizer.encode_batch(list(texts))]
         # Sort by length so each batch pads little, then write results back by original index.
         order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
@@ -99,15 +105,15 @@ class LocalMiniLM:
         for i in order:
             # Lengths ascend, so adding row i makes the batch (len(batch) + 1) x len(rows[i]) when padded.
             if batch and (len(batch) == _MAX_BATCH or (len(batch) + 1) * len(rows[i]) > _BATCH_TOKENS):
-                out[batch] = self._pool([rows[j] for j in batch])
+                out[batch] = self._pool(model, [rows[j] for j in batch])
                 batch = []
             batch.append(i)
-        out[batch] = self._pool([rows[j] for j in batch])
+        out[batch] = self._pool(model, [rows[j] for j in batch])
         return out
 
-    def _pool(self, rows: Sequence[Sequence[int]]) -> Vectors:
+    def _pool(self, model: ort.InferenceSession, rows: Sequence[Sequence[int]]) -> Vectors:
         ids, mask = pad(rows)
-        hidden = self._forward(ids, mask)
+        hidden = self._forward(model, ids, mask)
         weights = mask[:, :, None].astype(np.float32)
         summed = (hidden * weights).sum(axis=1)
         pooled = summed / np.maximum(weights.sum(axis=1), 1.0)
@@ -115,8 +121,8 @@ class LocalMiniLM:
         result: Vectors = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
         return result
 
-    def _forward(self, ids: npt.NDArray[np.int64], mask: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
-        """Token states (batch, sequence, 384) for padded ids; the one place the session runs."""
-        assert self._session is not None
-        hidden: npt.NDArray[np.float32] = self._session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+    def _forward(self, model: ort.InferenceSession, ids: npt.NDArray[np.int64],
+                 mask: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
+        """Token states (batch, sequence, 384) for padded ids; the one place a session runs."""
+        hidden: npt.NDArray[np.float32] = model.run(None, {"input_ids": ids, "attention_mask": mask})[0]
         return hidden

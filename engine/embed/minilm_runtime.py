@@ -63,15 +63,20 @@ def load_tokenizer() -> Tokenizer:
     return tokenizer
 
 
-def session(model: str | bytes, threads: int) -> ort.InferenceSession:
+def session(model: str | bytes, threads: int, *, spinning: bool = True) -> ort.InferenceSession:
+    """An inference session; ``spinning=False`` for one short run at a time (a query per search).
+
+    ORT's pool threads spin for a while after every run. Between the batches of an ingest that is
+    10-17 % more passages/s (measured on 2 quiet cores); in a server embedding one query per search
+    it burned more CPU than the search itself (26.7 ms a call), taken from Postgres and the event loop.
+    """
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    # ORT's pool threads otherwise spin for a while after every run: in a server embedding one short
-    # query per search that burned more CPU than the search itself, taken from Postgres and the event loop.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if not spinning:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if _int8_products_saturate():
         # Exact (u8 x u8) int8 kernels instead: slower, but the same vectors as on VNNI CPUs. Only
         # where needed: on VNNI CPUs ORT would still switch kernels, and lose speed for nothing.
