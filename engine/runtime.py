@@ -221,14 +221,17 @@ class _WhileLost(logging.Filter):
             return True
         # The pool may notice first (a connection found broken, a reconnection refused): if the
         # server is gone, the keeper is about to say so. A refused connection to the embedded
-        # server's own socket is that, even while a killed postmaster's pid file still names a
-        # process not yet reaped (embedded_server_running cannot tell yet).
-        if _REFUSED in record.getMessage():
+        # server's own socket, or a backend told its postmaster died, is that, even while a killed
+        # postmaster's pid file still names a process not yet reaped (embedded_server_running
+        # cannot tell yet).
+        message = record.getMessage()
+        if any(sign in message for sign in _SERVER_GONE):
             return False
         return not (self._keeper.lost or not embedded_server_running(self._keeper.home))
 
 
-#: What libpq says when nothing listens on the socket: the server is down, not misconfigured.
-_REFUSED = "Connection refused"
+#: What libpq says when nothing listens on the socket, and what a backend says when its postmaster
+#: died: the server is down, not misconfigured.
+_SERVER_GONE = ("Connection refused", "unexpected postmaster exit")
 
 
