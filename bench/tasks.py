@@ -29,7 +29,7 @@ from engine.evaluation.judgments import load_qrels, load_queries
 from engine.evaluation.metrics import Qrels, Run
 from engine.ingest.parsers import parse_document
 from engine.ingest.parsers.errors import ParseError
-from engine.ingest.sources import SourceKind
+from engine.vocabulary import SourceKind
 
 PYTHON_DOCS = Path("/usr/share/doc/python3.11/html")
 PYTHON_DOC_FOLDERS = ("library", "reference", "tutorial")

@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import platformdirs
 import psycopg
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from engine.vocabulary import ToolProfile
 
 
 def _default_home() -> Path:
@@ -105,7 +107,7 @@ class Settings(BaseSettings):
     flow_gate: bool = False
     flow_gate_ttl_s: float = Field(default=600.0, gt=0)
     #: The MCP tool profile served (mcp_server.profiles): Quarry's own, or a contract's names and envelopes.
-    tools: Literal["default", "docs-server", "vectors", "kb", "all"] = "default"
+    tools: ToolProfile = "default"
     #: The folder ``kb_ingest_evidence`` may read a ``path`` from (None: paths are refused, PATH_DENIED).
     kb_root: Path | None = None
 

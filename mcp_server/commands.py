@@ -10,9 +10,14 @@ import argparse
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING
 
-from engine.config import Settings, get_settings
-from engine.runtime import Runtime
+from engine.vocabulary import TOOL_PROFILES
+
+# The settings and the runtime (pydantic, psycopg) are imported by the commands that run: every
+# `quarry` command builds this parser, `quarry --help` included.
+if TYPE_CHECKING:
+    from engine.config import Settings
 
 DEFAULT_PORT = 8765
 
@@ -47,15 +52,15 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _add_tools_option(command: argparse.ArgumentParser) -> None:
-    from mcp_server.profiles import PROFILE_NAMES
-
-    command.add_argument("--tools", choices=PROFILE_NAMES, default=None, metavar="PROFILE",
-                         help="tool profile: default (Quarry's tools), docs-server or vectors (those contracts' "
+    command.add_argument("--tools", choices=TOOL_PROFILES, default=None, metavar="PROFILE",
+                         help="tool profile: default (Quarry's tools), docs-server, vectors or kb (those contracts' "
                               "names and envelopes), all (default: $QUARRY_TOOLS or default)")
 
 
 def _settings(args: argparse.Namespace) -> Settings:
     """The settings, with ``--tools`` over ``QUARRY_TOOLS``."""
+    from engine.config import Settings, get_settings
+
     if getattr(args, "tools", None) is None:
         return get_settings()
     return Settings(tools=args.tools)  # the environment, as get_settings reads it, with the flag over it
@@ -70,6 +75,7 @@ def _log_to_stderr() -> None:
 
 
 def run_stdio(args: argparse.Namespace) -> int:
+    from engine.runtime import Runtime
     from mcp_server.server import serve_stdio
 
     _log_to_stderr()
@@ -79,6 +85,7 @@ def run_stdio(args: argparse.Namespace) -> int:
 
 
 def run_http(args: argparse.Namespace) -> int:
+    from engine.runtime import Runtime
     from mcp_server.auth import AccessPolicy
     from mcp_server.http_app import endpoint_url, serve_http
     from mcp_server.ratelimit import RatePolicy

@@ -29,8 +29,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
-from engine.corpus.facets import CHUNK_KINDS, CONTENT_TYPES, FILTER_KEYS, VERSION_FACETS
-from engine.ingest.sources import Attribution, SourceKind
+from engine.corpus.facets import CONTENT_TYPES, FILTER_KEYS, VERSION_FACETS
 from engine.retrieval.request import (
     DEFAULT_CODE_MODE,
     DEFAULT_LIMIT,
@@ -43,6 +42,7 @@ from engine.retrieval.request import (
     VersionMatchMode,
 )
 from engine.retrieval.request import SearchMode as Mode
+from engine.vocabulary import CHUNK_KINDS, Attribution, SourceKind
 from mcp_server import limits
 from mcp_server.envelope import ErrorCode, Problem, ToolFailure
 from mcp_server.token_budget import MAX_TOKENS, MIN_TOKENS

@@ -10,12 +10,13 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from engine.config import Settings
-from engine.corpus.facets import CHUNK_KINDS, facet_values
+from engine.corpus.facets import facet_values
 from engine.embed.base import SPACES, Embedder
 from engine.ingest.parsers.code import module_path
 from engine.ingest.sources import SourceSpec
 from engine.retrieval.counting import count_documents
 from engine.retrieval.grep import grep
+from engine.vocabulary import CHUNK_KINDS
 from mcp_server.auth import AccessPolicy
 from mcp_server.http_app import build_http_app
 from tests.corpus import ingest_alone, write_corpus

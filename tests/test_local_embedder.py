@@ -137,12 +137,14 @@ def test_second_construction_reuses_the_prepared_file(
     again = LocalMiniLM(minilm_cache, threads=1)
     assert again.prepare() == path
     assert path.stat().st_mtime_ns == stamp
-    assert [p.name for p in minilm_cache.iterdir()] == [path.name]  # no temp files left behind
+    # the model and the source's digest memo (local._source_digest), no temp files left behind
+    assert sorted(p.name for p in minilm_cache.iterdir()) == sorted([path.name, "all-MiniLM-L6-v2.source-digest"])
     np.testing.assert_allclose(again.embed_queries(["hello"]), embedder.embed_queries(["hello"]), atol=1e-6)
 
 
 def test_concurrent_preparation_is_safe(tmp_path: Path) -> None:
-    # Two embedders preparing into one empty directory at once: both succeed, one file remains.
+    # Two embedders preparing into one empty directory at once: both succeed, one model file remains
+    # (beside the source's digest memo).
     models = [LocalMiniLM(tmp_path, threads=1) for _ in range(2)]
     paths: list[Path] = []
     errors: list[BaseException] = []
@@ -159,5 +161,25 @@ def test_concurrent_preparation_is_safe(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     assert not errors and len(set(paths)) == 1
-    assert [p.name for p in tmp_path.iterdir()] == [paths[0].name]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([paths[0].name, "all-MiniLM-L6-v2.source-digest"])
     np.testing.assert_allclose(models[0].embed_queries(["x"]), models[1].embed_queries(["x"]), atol=1e-6)
+
+
+def test_the_source_digest_is_remembered_until_the_file_changes(tmp_path: Path) -> None:
+    import hashlib
+    import os
+
+    source = tmp_path / "model.onnx"
+    source.write_bytes(b"first weights")
+    cache = tmp_path / "cache"
+    first = local._source_digest(source, cache)
+    assert first == hashlib.sha256(b"first weights").hexdigest()[:16]
+    memo = cache / "all-MiniLM-L6-v2.source-digest"
+    memo.write_text(memo.read_text(encoding="utf-8").rsplit("\n", 1)[0] + "\nremembered000000", encoding="utf-8")
+    assert local._source_digest(source, cache) == "remembered000000"  # the memo, not the bytes, while unchanged
+
+    source.write_bytes(b"other weights")  # a reinstall: new bytes, a new mtime
+    os.utime(source, ns=(source.stat().st_atime_ns, source.stat().st_mtime_ns + 1))
+    assert local._source_digest(source, cache) == hashlib.sha256(b"other weights").hexdigest()[:16]
+    memo.write_text("garbage", encoding="utf-8")
+    assert local._source_digest(source, cache) == hashlib.sha256(b"other weights").hexdigest()[:16]

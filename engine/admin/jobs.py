@@ -35,7 +35,7 @@ import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 from uuid import UUID
 
 import psycopg
@@ -46,18 +46,15 @@ from psycopg_pool import ConnectionPool
 
 from engine.errors import InvalidRequestError, NotFoundError, QuarryError
 from engine.ids import uuid7
+from engine.vocabulary import JOB_KINDS, JOB_STATUSES, MAX_JOBS_PAGE, JobKind, JobStatus
 
 __all__ = [
-    "JOB_KINDS",
-    "JOB_STATUSES",
     "RETRYABLE_STATUSES",
     "Job",
     "JobCancelledError",
     "JobDetail",
-    "JobKind",
     "JobPage",
     "JobRun",
-    "JobStatus",
     "enqueue_retry",
     "enqueue_source_job",
     "list_jobs",
@@ -67,14 +64,8 @@ __all__ = [
     "show_job",
 ]
 
-JobKind = Literal["ingest", "reembed", "reindex", "remove_source", "kb_index"]
-JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "interrupted"]
-JOB_KINDS: tuple[JobKind, ...] = get_args(JobKind)
-JOB_STATUSES: tuple[JobStatus, ...] = get_args(JobStatus)
 RETRYABLE_STATUSES: tuple[JobStatus, ...] = ("failed", "interrupted", "cancelled")
 
-#: Jobs on one page of ``list_jobs``, at most.
-MAX_PAGE = 100
 #: Failed files kept per job (a run where everything fails should not store a second corpus).
 MAX_STORED_FAILURES = 1_000
 _MAX_REASON_CHARS = 500
@@ -173,8 +164,8 @@ def list_jobs(
     source: str | None = None,
 ) -> JobPage:
     """A page of jobs, newest first; ``next_cursor`` names the next page (None on the last)."""
-    if not 1 <= limit <= MAX_PAGE:
-        raise InvalidRequestError(f"limit: must be between 1 and {MAX_PAGE}")
+    if not 1 <= limit <= MAX_JOBS_PAGE:
+        raise InvalidRequestError(f"limit: must be between 1 and {MAX_JOBS_PAGE}")
     if status is not None and status not in JOB_STATUSES:
         raise InvalidRequestError(f"status: must be one of {', '.join(JOB_STATUSES)}")
     if kind is not None and kind not in JOB_KINDS:

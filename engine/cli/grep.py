@@ -6,8 +6,8 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from engine.corpus.facets import CHUNK_KINDS
-from engine.retrieval.grep import DEFAULT_GREP_LIMIT, MAX_GREP_LIMIT, grep
+from engine.retrieval.request import DEFAULT_GREP_LIMIT, MAX_GREP_LIMIT
+from engine.vocabulary import CHUNK_KINDS
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
@@ -32,6 +32,8 @@ def add_grep_arguments(commands: argparse._SubParsersAction[argparse.ArgumentPar
 
 
 def run_grep(runtime: Runtime, args: argparse.Namespace) -> int:
+    from engine.retrieval.grep import grep
+
     filters: dict[str, dict[str, list[str | bool] | str]] = {}
     if args.path:
         filters["path"] = {"any_of": list(args.path)}

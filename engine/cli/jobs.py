@@ -19,24 +19,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.admin.jobs import (
-    JOB_KINDS,
-    JOB_STATUSES,
-    MAX_PAGE,
-    JobCancelledError,
-    JobRun,
-    enqueue_retry,
-    list_jobs,
-    reap_interrupted,
-    request_cancel,
-    resolve_job_id,
-    show_job,
-)
 from engine.errors import QuarryError
+from engine.vocabulary import JOB_KINDS, JOB_STATUSES, MAX_JOBS_PAGE
 
+# engine.admin.jobs (psycopg) is imported where a job is touched: building the parser must not load it.
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
 
+    from engine.admin.jobs import JobRun
     from engine.admin.reindex import Part, ReindexSummary
     from engine.runtime import Runtime
 
@@ -47,7 +37,7 @@ _EXIT_OK, _EXIT_FAILED = 0, 1
 FOLLOW_POLL_S = 1.0
 
 #: Runs a claimed job from its stored arguments; returns (JSON summary, one line, exit code).
-Runner = Callable[["Runtime", JobRun], tuple[dict[str, Any], str, int]]
+Runner = Callable[["Runtime", "JobRun"], tuple[dict[str, Any], str, int]]
 
 
 def add_jobs_arguments(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -65,7 +55,7 @@ def add_jobs_arguments(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     listing.add_argument("--status", choices=JOB_STATUSES)
     listing.add_argument("--kind", choices=JOB_KINDS)
     listing.add_argument("--source", help="only jobs of this source slug")
-    listing.add_argument("--limit", type=int, default=20, help=f"jobs per page (1-{MAX_PAGE}, default 20)")
+    listing.add_argument("--limit", type=int, default=20, help=f"jobs per page (1-{MAX_JOBS_PAGE}, default 20)")
     listing.add_argument("--cursor", help="next_cursor of the previous page")
     listing.add_argument("--json", action="store_true", help="print the page as JSON")
 
@@ -95,6 +85,8 @@ def add_jobs_arguments(subparsers: argparse._SubParsersAction[argparse.ArgumentP
 
 def run_jobs(runtime: Runtime, args: argparse.Namespace) -> int:
     """Carry out ``quarry jobs ACTION``; returns the exit code."""
+    from engine.admin.jobs import JobRun, enqueue_retry, request_cancel, resolve_job_id, show_job
+
     pool = runtime.pool
     if args.jobs_command == "list":
         return _list(pool, args)
@@ -185,6 +177,8 @@ JOBS_HEADER = f"{'job':>5}  {'id':<36}  {'kind':<8} {'status':<11} {'source (or 
 
 
 def _list(pool: ConnectionPool, args: argparse.Namespace) -> int:
+    from engine.admin.jobs import list_jobs, reap_interrupted
+
     reap_interrupted(pool)  # an admin listing records what it finds dead
     page = list_jobs(pool, cursor=args.cursor, limit=args.limit, status=args.status, kind=args.kind,
                      source=args.source)
@@ -204,6 +198,8 @@ def _list(pool: ConnectionPool, args: argparse.Namespace) -> int:
 
 
 def _run_queue(runtime: Runtime, as_json: bool, *, follow: bool = False) -> int:
+    from engine.admin.jobs import JobRun
+
     code = _EXIT_OK
     ran = 0
     while True:
@@ -230,6 +226,8 @@ def run_job(runtime: Runtime, claimed: JobRun) -> tuple[dict[str, Any], str, int
 
 
 def _execute(runtime: Runtime, claimed: JobRun) -> tuple[JobRun, dict[str, Any], str, int]:
+    from engine.admin.jobs import JobCancelledError
+
     try:
         summary, line, code = run_job(runtime, claimed)
     except JobCancelledError as error:
@@ -289,6 +287,7 @@ def _run_reindex(runtime: Runtime, claimed: JobRun) -> tuple[dict[str, Any], str
 def reindex_as_job(pool: ConnectionPool, parts: Sequence[Part] | None = None,
                    progress: Callable[[str], None] | None = None, *, job: JobRun | None = None) -> ReindexSummary:
     """``engine.admin.reindex.reindex`` recorded as a job (kind ``reindex``); a cancel stops it between parts."""
+    from engine.admin.jobs import JobRun
     from engine.admin.reindex import PARTS, reindex
 
     chosen = list(parts or PARTS)

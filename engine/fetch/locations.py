@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from engine.errors import InvalidRequestError
 from engine.fetch.credentials import without_credentials
-from engine.ingest.sources import SourceKind
+from engine.vocabulary import SourceKind
 
 __all__ = ["FetchOptions", "Location", "parse_location"]
 

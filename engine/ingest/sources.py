@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field
 
-SourceKind = Literal["docs_site", "code_repo", "standalone", "mixed"]
-Attribution = Literal["official", "maintainer", "community", "unknown"]
+from engine.vocabulary import Attribution, SourceKind
+
 SLUG_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"
 
 

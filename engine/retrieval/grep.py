@@ -22,12 +22,15 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from engine.errors import InvalidRequestError, LimitError
-from engine.retrieval.request import Filters, filters_json
+from engine.retrieval.request import (
+    DEFAULT_CONTEXT_LINES,
+    DEFAULT_GREP_LIMIT,
+    MAX_CONTEXT_LINES,
+    MAX_GREP_LIMIT,
+    Filters,
+    filters_json,
+)
 
-DEFAULT_GREP_LIMIT = 20
-MAX_GREP_LIMIT = 100
-DEFAULT_CONTEXT_LINES = 2
-MAX_CONTEXT_LINES = 10
 MAX_PATTERN_CHARS = 1000
 #: Wall time one grep call may scan for before it returns what it found and a cursor.
 TIME_BUDGET_S = 2.0

@@ -43,6 +43,12 @@ DEFAULT_VERSION_MATCH: VersionMatchMode = "permissive"
 MAX_DEPTH = 1000
 NO_RERANK_REQUESTED = "rerank=false was requested"
 
+#: ``grep`` (engine.retrieval.grep): matching lines per page, and lines of context around each.
+DEFAULT_GREP_LIMIT = 20
+MAX_GREP_LIMIT = 100
+DEFAULT_CONTEXT_LINES = 2
+MAX_CONTEXT_LINES = 10
+
 
 @dataclass(frozen=True, slots=True)
 class Ranking:

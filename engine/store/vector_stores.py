@@ -36,6 +36,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from engine.errors import InvalidRequestError
+from engine.vocabulary import Metric
 
 __all__ = [
     "DEFAULT_STORE",
@@ -43,13 +44,11 @@ __all__ = [
     "MAX_ID_CHARS",
     "MAX_METADATA_BYTES",
     "MAX_NAMESPACE_CHARS",
-    "METRICS",
     "STORE_NAME_PATTERN",
     "AddStatus",
     "Added",
     "Hit",
     "LoadSummary",
-    "Metric",
     "SearchResult",
     "StagedVector",
     "VectorStore",
@@ -63,8 +62,6 @@ __all__ = [
     "search_vectors",
 ]
 
-Metric = Literal["cosine", "dot", "euclidean"]
-METRICS: Final[tuple[Metric, ...]] = ("cosine", "dot", "euclidean")
 AddStatus = Literal["added", "updated", "unchanged"]
 
 DEFAULT_STORE: Final = "default"

@@ -12,9 +12,10 @@ Chosen with ``QUARRY_TOOLS`` or ``quarry serve|mcp --tools PROFILE``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, get_args
+from typing import Any
 
 from engine.config import Settings
+from engine.vocabulary import TOOL_PROFILES
 from mcp_server.tools import ToolSpec
 
 __all__ = ["PROFILE_NAMES", "Profile", "build_profile"]
@@ -28,7 +29,7 @@ class Profile:
     instructions: str
 
 
-PROFILE_NAMES: tuple[str, ...] = get_args(Settings.model_fields["tools"].annotation)
+PROFILE_NAMES = TOOL_PROFILES
 
 
 def build_profile(name: str, settings: Settings) -> Profile:

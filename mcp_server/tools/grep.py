@@ -4,15 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from engine.retrieval.grep import (
-    DEFAULT_CONTEXT_LINES,
-    DEFAULT_GREP_LIMIT,
-    MAX_CONTEXT_LINES,
-    MAX_GREP_LIMIT,
-    MAX_PATTERN_CHARS,
-    grep,
-)
+from engine.retrieval.grep import MAX_PATTERN_CHARS, grep
 from engine.retrieval.pipeline import check_version_ranges
+from engine.retrieval.request import DEFAULT_CONTEXT_LINES, DEFAULT_GREP_LIMIT, MAX_CONTEXT_LINES, MAX_GREP_LIMIT
 from mcp_server import limits
 from mcp_server.bounds import bounded_json
 from mcp_server.schemas import _STRICT, Filters

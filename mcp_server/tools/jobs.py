@@ -14,8 +14,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from engine.admin.jobs import Job, JobKind, JobStatus, enqueue_retry, list_jobs, request_cancel, show_job
+from engine.admin.jobs import Job, enqueue_retry, list_jobs, request_cancel, show_job
 from engine.ingest.sources import SLUG_PATTERN
+from engine.vocabulary import JobKind, JobStatus
 from mcp_server import limits
 from mcp_server.auth import admin_database
 from mcp_server.bounds import bounded_json

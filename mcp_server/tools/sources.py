@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from engine.admin.jobs import enqueue_source_job
 from engine.fetch.fetching import recorded_location, refuse_local_reach
 from engine.fetch.locations import FetchOptions, parse_location
-from engine.ingest.sources import SLUG_PATTERN, Attribution, SourceKind, SourceSpec
+from engine.ingest.sources import SLUG_PATTERN, SourceSpec
+from engine.vocabulary import Attribution, SourceKind
 from mcp_server.auth import admin_database
 from mcp_server.envelope import to_json
 from mcp_server.tools import ToolContext, ToolSpec, one_token

@@ -27,7 +27,6 @@ from engine.store.vector_stores import (
     MAX_METADATA_BYTES,
     MAX_NAMESPACE_CHARS,
     STORE_NAME_PATTERN,
-    Metric,
     SearchResult,
     add_vector,
     count_vectors,
@@ -35,6 +34,7 @@ from engine.store.vector_stores import (
     get_store,
     search_vectors,
 )
+from engine.vocabulary import Metric
 from mcp_server.auth import admin_database
 from mcp_server.bounds import bounded_json
 from mcp_server.envelope import Problem, ToolFailure, to_json
