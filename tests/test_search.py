@@ -301,3 +301,32 @@ def test_path_and_symbol_filters_apply_inside_each_leg(corpus: ConnectionPool, l
         with_symbol = conn.execute("select quarry.count_filtered_documents(%s::jsonb)",
                                    ('{"symbol": {"any_of": ["UserStore.load"]}}',)).fetchone()
     assert counted == (2,) and with_symbol == (1,)
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "fts", "vector"])
+def test_the_databases_per_document_cap_is_the_reranked_paths_cap(
+    corpus: ConnectionPool, local_embedder: Embedder, mode: str
+) -> None:
+    # The cap has two implementations: quarry.search_hits applies it when the fused order is final, the
+    # pipeline's _capped_per_document after a reranker reorders. Over the same fused rows they must agree.
+    from engine.retrieval.hits import search_hits
+    from engine.retrieval.pipeline import PER_DOCUMENT_ROOM, RankedHit, _capped_per_document
+
+    capped_somewhere = False
+    for query in ("partial index", "parse user id", "how do I create a partial index", "notes", "zzzz nothing"):
+        vectors = None if mode == "fts" else local_embedder.embed_queries([query])
+        for per_document in (1, 2, 3):
+            for limit in (1, 2, 3, 5):
+                common: dict[str, object] = {"mode": mode, "limit": limit * PER_DOCUMENT_ROOM, "text_vectors": vectors,
+                                             "code_mode": "on", "version_match": "permissive"}
+                capped = search_hits(corpus, [query], **common, per_document=per_document,  # type: ignore[arg-type]
+                                     page_size=limit)
+                fused = search_hits(corpus, [query], **common)  # type: ignore[arg-type]
+                expected, passed_over = _capped_per_document(
+                    [RankedHit(hit, rank, hit.confidence) for rank, hit in enumerate(fused.hits, 1)], per_document,
+                    limit)
+                case = (query, per_document, limit)
+                assert [hit.chunk_id for hit in capped.hits] == [ranked.hit.chunk_id for ranked in expected], case
+                assert capped.passed_over == passed_over, case
+                capped_somewhere |= passed_over > 0
+    assert capped_somewhere, "no case left a chunk out: the comparison would prove nothing"
