@@ -404,7 +404,8 @@ comment on function quarry.kb_record_rows(uuid[]) is
 'The kb records with these ids (any order; absent ids have no row), each with its evidence ids.';
 
 create or replace function quarry.kb_find_records(
-    record_kind text, record_type text, query text, words text[], by_relevance boolean, after_id uuid, max_rows int
+    record_kind text, record_type text, properties_match jsonb, query text, words text[], by_relevance boolean,
+    after_id uuid, max_rows int
 ) returns table (id uuid, kind text, type text, label text, search_text text, rank real)
 language sql stable
 set search_path = pg_catalog
@@ -418,6 +419,7 @@ as $$
         from quarry.kb_records r
         where r.kind = record_kind
           and (record_type is null or r.type = record_type)
+          and (properties_match is null or r.properties @> properties_match)
           and (query is null or strpos(r.search_text, query) > 0)
           and (words is null
                or lower(r.search_text) like all (array(select '%' || lower(w) || '%' from unnest(words) w)))
@@ -428,9 +430,10 @@ as $$
     limit max_rows
 $$;
 
-comment on function quarry.kb_find_records(text, text, text, text[], boolean, uuid, int) is
-'kb records of a kind (node|relation) and optionally a type whose search text holds query (literal: that exact '
-'text, case and all) or every one of words (any order and case); by id after after_id, or by_relevance. '
+comment on function quarry.kb_find_records(text, text, jsonb, text, text[], boolean, uuid, int) is
+'kb records of a kind (node|relation), optionally of a type and holding properties_match in their properties (JSON '
+'containment: each key with that exact value, nested objects alike), whose search text holds query (literal: that '
+'exact text, case and all) or every one of words (any order and case); by id after after_id, or by_relevance. '
 'At most max_rows rows.';
 
 create or replace function quarry.kb_find_evidence(query text, words text[], after_id text, max_rows int)

@@ -428,3 +428,16 @@ def test_hostile_calls_get_the_contract_envelope(migrated_url: str, reader_pool:
                 assert body["status"] == "ok", body
 
         call()
+
+
+def test_search_filters_records_by_exact_properties(mcp: McpSession) -> None:
+    written, _ = _graph(mcp)
+    retrieval = written["nodes"][0]["id"]
+    by_team = ok(mcp, "kb_search", {"kind": "nodes", "properties": {"owner": {"team": "search"}}})
+    assert [row["id"] for row in by_team["results"]] == [retrieval]  # nested objects match by containment
+    named = ok(mcp, "kb_search", {"kind": "nodes", "type": "component", "properties": {"name": "engine.store"}})
+    assert [row["id"] for row in named["results"]] == [written["nodes"][1]["id"]]
+    assert ok(mcp, "kb_search", {"kind": "nodes", "properties": {"name": "ENGINE.STORE"}})["results"] == []  # exact
+    assert ok(mcp, "kb_search", {"kind": "nodes", "properties": {"owner": "search"}})["results"] == []
+    assert error(mcp, "kb_search", {"kind": "evidence", "properties": {"name": "x"}}).startswith("INVALID")
+    assert error(mcp, "kb_search", {"kind": "nodes", "properties": {}}).startswith("INVALID")

@@ -7,7 +7,7 @@ references in one transaction; reads are the select-only functions of sql/088-kn
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -106,11 +106,13 @@ class FoundRecord:
 
 
 def find_records(pool: ConnectionPool, kind: str, record_type: str | None, *, literal: str | None,
-                 words: Sequence[str] | None, by_relevance: bool, after: UUID | None, limit: int) -> list[FoundRecord]:
+                 words: Sequence[str] | None, by_relevance: bool, after: UUID | None, limit: int,
+                 properties: Mapping[str, Any] | None = None) -> list[FoundRecord]:
+    """Records of ``kind`` (and ``record_type``) whose properties hold ``properties`` exactly, matching the text."""
     with pool.connection() as conn:
-        rows = conn.execute("select * from quarry.kb_find_records(%s, %s, %s, %s, %s, %s, %s)",
-                            (kind, record_type, literal, list(words) if words is not None else None, by_relevance,
-                             after, limit)).fetchall()
+        rows = conn.execute("select * from quarry.kb_find_records(%s, %s, %s, %s, %s, %s, %s, %s)",
+                            (kind, record_type, None if properties is None else Jsonb(dict(properties)), literal,
+                             list(words) if words is not None else None, by_relevance, after, limit)).fetchall()
     return [FoundRecord(*row) for row in rows]
 
 

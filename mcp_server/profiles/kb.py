@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from uuid import UUID, uuid4
 
 import psycopg
-from pydantic import AfterValidator, BaseModel, Field, WithJsonSchema, model_validator
+from pydantic import AfterValidator, BaseModel, Field, JsonValue, WithJsonSchema, model_validator
 from pydantic_core import PydanticCustomError
 
 from engine.config import Settings
@@ -457,6 +457,10 @@ class SearchArgs(BaseModel):
     query_mode: Literal["literal", "words"] = "literal"
     sort: Literal["id", "relevance"] = "id"
     type: str | None = Field(default=None, min_length=1, max_length=64)
+    properties: dict[str, JsonValue] | None = Field(
+        default=None, min_length=1, max_length=MAX_LIST,
+        description="Exact filter: records whose properties hold each of these keys with exactly this value "
+                    "(nested objects match by containment).")
     limit: int = Field(default=PAGE_DEFAULT, ge=1, le=MAX_LIST)
     cursor: Cursor | None = None
     include_evidence: bool = True
@@ -473,8 +477,8 @@ class SearchArgs(BaseModel):
         if self.sort == "relevance" and (self.query is None or self.cursor is not None):
             raise PydanticCustomError("incompatible", "sort relevance needs a query and has no cursor (it returns the "
                                       "best 100 at most)")
-        if self.kind == "evidence" and self.type is not None:
-            raise PydanticCustomError("incompatible", "evidence has no type")
+        if self.kind == "evidence" and (self.type is not None or self.properties is not None):
+            raise PydanticCustomError("incompatible", "evidence has no type and no properties")
         return self
 
 
@@ -501,7 +505,8 @@ def run_search(context: ToolContext, args: SearchArgs) -> str:
                                 for row in shown], "next_cursor": next_cursor, "ordered_by": "id"})
     rows = records.find_records(pool, "node" if args.kind == "nodes" else "relation", args.type, literal=literal,
                                 words=words, by_relevance=args.sort == "relevance",
-                                after=UUID(after) if after else None, limit=args.limit + (args.sort == "id"))
+                                after=UUID(after) if after else None, limit=args.limit + (args.sort == "id"),
+                                properties=args.properties)
     shown_rows, next_cursor = (_page(rows, args.limit, selection, lambda row: str(row.id)) if args.sort == "id"
                                else (list(rows), None))
     linked = records.read_records(pool, [row.id for row in shown_rows]) if args.include_evidence else {}
