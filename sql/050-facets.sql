@@ -91,6 +91,11 @@ declare
     wanted text[];
     resolved jsonb;
     needs_scan boolean;
+    -- which per-document checks the filters need: a check without its rule passes every document, and each
+    -- costs a function call per document (they do not inline), so one without a rule is not called
+    facet_rules boolean := coalesce(filters ?| document_facets, false);
+    version_rules boolean := coalesce(filters ?| version_facets, false);
+    location_rules boolean := coalesce(filters ?| array['path', 'symbol', 'chunk_kind'], false);
 begin
     if facet is not null and not facet = any (known) then
         raise exception 'unknown facet %: expected one of %', facet, array_to_string(known, ', ')
@@ -105,9 +110,22 @@ begin
     needs_scan := exists (select 1 from jsonb_object_keys(coalesce(filters, '{}')) k where not k = any (source_facets));
 
     return query
-    with allowed_sources as (
+    with allowed_sources as materialized (
         select s.* from quarry.sources s
         join quarry.filtered_source_ids(filters) a on a.id = s.id
+    ),
+    -- the facet rules, checked once per combination of facet values the documents have rather than per document
+    facet_value_sets as materialized (
+        select value_set.key
+        from (
+            select distinct d.content_type, d.language, d.package, d.deprecated or s.deprecated as deprecated,
+                   jsonb_build_array(d.content_type, d.language, d.package, d.deprecated or s.deprecated) as key
+            from allowed_sources s join quarry.documents d on d.source_id = s.id
+            where facet_rules
+            offset 0  -- keeps the check below out of the scan: once per combination, not per document
+        ) value_set
+        where quarry.chunk_allowed(filters, value_set.content_type, value_set.language, value_set.package,
+                                   value_set.deprecated)
     ),
     matching_documents as materialized (
         select d.id, d.source_id, d.path, s.slug, s.kind, s.attribution, s.verified::text as verified,
@@ -119,15 +137,114 @@ begin
             select d.id, d.source_id, d.path, d.deprecated, d.content_type, d.language, d.package
             from quarry.documents d where d.source_id = s.id offset 0
         ) d
-        where (needs_scan or wanted && (version_facets || chunk_facets))
-          and quarry.chunk_allowed(filters, d.content_type, d.language, d.package, d.deprecated or s.deprecated)
-          and quarry.version_allows(resolved, d.id)
-          and quarry.document_location_allows(filters, d.id, d.path)
+        where (needs_scan or 'chunk_kind' = any (wanted))
+          and (not facet_rules
+               or jsonb_build_array(d.content_type, d.language, d.package, d.deprecated or s.deprecated)
+                  in (select v.key from facet_value_sets v))
+          and (not version_rules or quarry.version_allows(resolved, d.id))
+          and (not location_rules or quarry.document_location_allows(filters, d.id, d.path))
     ),
     document_modules as materialized (  -- once per document, not per chunk
         select m.id, quarry.file_module(m.path) as module
         from matching_documents m
         where 'chunk_kind' = any (wanted)
+    ),
+    -- Version facets. A document inherits the names its governing manifests state (quarry.governing_manifests:
+    -- per kind, the nearest enclosing manifest directory's), which depend only on the deepest manifest directory
+    -- above it; so documents are counted per directory, and only those stating names themselves one by one.
+    manifest_directories as materialized (
+        select distinct m.source_id, m.scope
+        from quarry.manifests m join allowed_sources s on s.id = m.source_id
+        where wanted && version_facets
+    ),
+    directory_names as materialized (  -- per directory, the names its documents inherit
+        select distinct inherited.source_id, inherited.scope, vc.facet, vc.name
+        from (
+            select md.source_id, md.scope, m.document_id,
+                   rank() over (partition by md.source_id, md.scope, m.kind order by length(m.scope) desc) as nearness
+            from manifest_directories md
+            join quarry.manifests m on m.source_id = md.source_id
+             and (m.scope = '' or m.scope = md.scope or starts_with(md.scope, m.scope || '/'))
+        ) inherited
+        join quarry.version_constraints vc on vc.document_id = inherited.document_id
+        where inherited.nearness = 1 and vc.facet = any (wanted) and vc.name <> ''
+    ),
+    -- unfiltered: documents under each directory, minus those under the directories right below it; a path
+    -- prefix is a byte range, read from the (source_id, path collate "C") index where there is one
+    directories_under as materialized (
+        select md.source_id, md.scope,
+               case when md.scope = '' then
+                   (select coalesce(sum(fc.documents), 0) from quarry.facet_counts fc
+                    where fc.source_id = md.source_id and fc.facet = 'content_type')
+               else
+                   (select count(*) from quarry.documents d
+                    where d.source_id = md.source_id
+                      and d.path collate "C" >= md.scope || '/' and d.path collate "C" < md.scope || '0'
+                      and starts_with(d.path, md.scope || '/'))
+               end as documents
+        from manifest_directories md
+        where not needs_scan
+    ),
+    directory_parents as (  -- the nearest directory holding manifests above each one
+        select distinct on (child.source_id, child.scope) child.source_id, child.scope, parent.scope as parent
+        from manifest_directories child
+        join manifest_directories parent on parent.source_id = child.source_id and parent.scope <> child.scope
+         and (parent.scope = '' or starts_with(child.scope, parent.scope || '/'))
+        where not needs_scan
+        order by child.source_id, child.scope, length(parent.scope) desc
+    ),
+    nested_documents as (
+        select dp.source_id, dp.parent as scope, sum(du.documents) as documents
+        from directory_parents dp
+        join directories_under du on du.source_id = dp.source_id and du.scope = dp.scope
+        group by 1, 2
+    ),
+    -- filtered: each matching document under its deepest manifest directory
+    nearest_directories as materialized (
+        select distinct on (m.id) m.id, m.source_id, md.scope
+        from matching_documents m
+        join manifest_directories md on md.source_id = m.source_id
+         and (md.scope = '' or starts_with(m.path, md.scope || '/'))
+        where needs_scan
+        order by m.id, length(md.scope) desc
+    ),
+    directory_documents as (  -- documents whose deepest manifest directory each directory is
+        select du.source_id, du.scope, du.documents - coalesce(nd.documents, 0) as documents
+        from directories_under du
+        left join nested_documents nd on nd.source_id = du.source_id and nd.scope = du.scope
+        union all
+        select n.source_id, n.scope, count(*)
+        from nearest_directories n
+        group by 1, 2
+    ),
+    stating_documents as materialized (  -- the documents with version names of their own, and their directory
+        select distinct on (stating.id) stating.id, stating.source_id, md.scope
+        from (
+            select d.id, d.source_id, d.path
+            from (select distinct vc.document_id
+                  from allowed_sources s join quarry.version_constraints vc on vc.source_id = s.id
+                  where not needs_scan and vc.facet = any (wanted) and vc.name <> '') stated
+            join quarry.documents d on d.id = stated.document_id
+            where wanted && version_facets
+            union all
+            select m.id, m.source_id, m.path
+            from matching_documents m
+            where needs_scan and wanted && version_facets
+              and exists (select 1 from quarry.version_constraints vc
+                          where vc.document_id = m.id and vc.facet = any (wanted) and vc.name <> '')
+        ) stating
+        left join manifest_directories md on md.source_id = stating.source_id
+              and (md.scope = '' or starts_with(stating.path, md.scope || '/'))
+        order by stating.id, length(md.scope) desc nulls last
+    ),
+    stated_names as (  -- the names documents state that their directory does not already give them
+        select vc.facet, vc.name, count(distinct sd.id) as documents
+        from stating_documents sd
+        join quarry.version_constraints vc on vc.document_id = sd.id
+        left join directory_names dn on dn.source_id = sd.source_id and dn.scope = sd.scope
+                                    and dn.facet = vc.facet and dn.name = vc.name
+        where vc.facet = any (wanted) and vc.name <> '' and dn.name is null
+        group by vc.facet, vc.name
     ),
     keyed as (
         -- scanned: every wanted facet of every matching document
@@ -167,16 +284,13 @@ begin
         from quarry.facet_counts fc join allowed_sources s on s.id = fc.source_id
         where not needs_scan and 'deprecated' = any (wanted) and fc.facet = 'deprecated' and not s.deprecated
         union all
-        -- version facets: the languages and packages documents target, from their constraints
-        select distinct_names.facet, distinct_names.name, 1::bigint
-        from matching_documents m
-        cross join lateral (
-            select distinct c.facet, nullif(c.name, '') as name
-            from quarry.document_constraints(m.id) c
-            where c.facet = any (wanted)
-        ) distinct_names
-        where wanted && version_facets  -- read no constraints when no version facet is wanted
-          and distinct_names.name is not null
+        -- version facets: the names documents inherit, per directory (summed here: a row per directory and name)
+        select dn.facet, dn.name, sum(dd.documents)
+        from directory_documents dd
+        join directory_names dn on dn.source_id = dd.source_id and dn.scope = dd.scope
+        group by dn.facet, dn.name
+        union all
+        select sn.facet, sn.name, sn.documents from stated_names sn
         union all
         -- chunk kinds: documents with a chunk of each kind passing the filters' chunk rules (symbol,
         -- chunk_kind), counted in one pass over their chunks
@@ -214,7 +328,7 @@ end
 $$;
 
 comment on function quarry.facet_values(text, jsonb, text, int) is
-'Values of one facet (null: every facet but chunk_kind, which reads the chunks and is counted when named) with document counts, under a filters object and an optional case-insensitive prefix; the top lim per facet plus how many values exist. Unfiltered counts come from quarry.facet_counts.';
+'Values of one facet (null: every facet but chunk_kind, which reads the chunks and is counted when named) with document counts, under a filters object and an optional case-insensitive prefix; the top lim per facet plus how many values exist. Unfiltered counts come from quarry.facet_counts, version facets per manifest directory.';
 
 create or replace function quarry.rebuild_facet_counts() returns bigint
 language plpgsql volatile

@@ -53,19 +53,77 @@ comment on function quarry.all_lexemes_query(text[]) is
 'A tsquery requiring every given (already stemmed) lexeme; null for none.';
 
 create or replace function quarry.count_filtered_documents(filters jsonb default null) returns bigint
-language sql stable
+language plpgsql stable
 set search_path = quarry, pg_catalog
 as $$
-    select count(*)
-    from quarry.documents d
-    join quarry.filtered_source_ids(filters) s on s.id = d.source_id
-    where quarry.chunk_allowed(filters, d.content_type, d.language, d.package, d.deprecated or s.deprecated)
-      and quarry.version_allows(quarry.resolve_version_filters(filters), d.id)
-      and quarry.document_location_allows(filters, d.id, d.path)
+declare
+    source_facets constant text[] := array['source_slug', 'kind', 'attribution', 'verified'];
+    document_facets constant text[] := array['deprecated', 'content_type', 'language', 'package'];
+    -- the filters beyond the source-level ones, each needing the documents themselves (or their counts)
+    document_rules text[] := array(select k from jsonb_object_keys(coalesce(filters, '{}')) k
+                                   where not k = any (source_facets));
+    counted_rule text := case when cardinality(document_rules) = 1 and document_rules[1] = any (document_facets)
+                              then document_rules[1] end;
+    resolved jsonb := quarry.resolve_version_filters(filters);
+begin
+    if cardinality(document_rules) = 0 or counted_rule is not null then
+        -- at most one document-level facet: quarry.facet_counts holds the answer per source (a document has
+        -- one content type, so those counts add up to its documents; one without a value of the rule's facet
+        -- passes a none_of rule only; a deprecated source's documents are all deprecated)
+        return (
+            with per_source as (
+                select a.id, a.deprecated,
+                       (select coalesce(sum(fc.documents), 0) from quarry.facet_counts fc
+                        where fc.source_id = a.id and fc.facet = 'content_type') as documents,
+                       (select coalesce(sum(fc.documents), 0) from quarry.facet_counts fc
+                        where fc.source_id = a.id and fc.facet = counted_rule) as valued,
+                       (select coalesce(sum(fc.documents), 0) from quarry.facet_counts fc
+                        where fc.source_id = a.id and fc.facet = counted_rule
+                          and quarry.facet_allows(filters, counted_rule, fc.value)) as allowed
+                from quarry.filtered_source_ids(filters) a
+            )
+            select coalesce(sum(case
+                       when counted_rule is null then p.documents
+                       when counted_rule = 'deprecated' and p.deprecated then
+                           case when quarry.facet_allows(filters, 'deprecated', 'true') then p.documents else 0 end
+                       else p.allowed + case when coalesce(quarry.facet_allows(filters, counted_rule, null), false)
+                                             then p.documents - p.valued else 0 end
+                   end), 0)::bigint
+            from per_source p);
+    end if;
+    -- each check passes every document without its rule, and costs a function call per document: skipped then,
+    -- and the facet rules checked once per combination of facet values the documents have
+    return (
+        with allowed_sources as materialized (
+            select * from quarry.filtered_source_ids(filters)
+        ),
+        facet_value_sets as materialized (
+            select value_set.key
+            from (
+                select distinct d.content_type, d.language, d.package, d.deprecated or s.deprecated as deprecated,
+                       jsonb_build_array(d.content_type, d.language, d.package, d.deprecated or s.deprecated) as key
+                from allowed_sources s join quarry.documents d on d.source_id = s.id
+                where filters ?| document_facets
+                offset 0  -- keeps the check below out of the scan
+            ) value_set
+            where quarry.chunk_allowed(filters, value_set.content_type, value_set.language, value_set.package,
+                                       value_set.deprecated)
+        )
+        select count(*)
+        from quarry.documents d
+        join allowed_sources s on s.id = d.source_id
+        where (not filters ?| document_facets
+               or jsonb_build_array(d.content_type, d.language, d.package, d.deprecated or s.deprecated)
+                  in (select v.key from facet_value_sets v))
+          and (not filters ?| array['language_target', 'sdk_dependency']
+               or quarry.version_allows(resolved, d.id))
+          and (not filters ?| array['path', 'symbol', 'chunk_kind']
+               or quarry.document_location_allows(filters, d.id, d.path)));
+end
 $$;
 
 comment on function quarry.count_filtered_documents(jsonb) is
-'Exact number of documents passing a filters object (facets and permissive version rules), whatever their text.';
+'Exact number of documents passing a filters object (facets and permissive version rules), whatever their text; read from quarry.facet_counts when at most one filter is a document-level facet.';
 
 create or replace function quarry.count_candidate_documents(
     query_text text,
@@ -82,6 +140,9 @@ as $$
 declare
     resolved jsonb := quarry.resolve_version_filters(filters);
     matcher tsquery := quarry.all_lexemes_query(quarry.selective_lexemes(query_text));
+    facet_rules boolean := coalesce(filters ?| array['deprecated', 'content_type', 'language', 'package'], false);
+    version_rules boolean := coalesce(filters ?| array['language_target', 'sdk_dependency'], false);
+    location_rules boolean := coalesce(filters ?| array['path', 'symbol', 'chunk_kind'], false);
 begin
     if bound < 1 or bound > 1000 then
         raise exception 'bound must be between 1 and 1000, got %', bound using errcode = 'invalid_parameter_value';
@@ -98,9 +159,12 @@ begin
         join allowed_sources s on s.id = c.source_id
         where matcher is not null
           and c.search_vector @@ matcher
-          and quarry.chunk_allowed(filters, c.content_type, c.language, c.package, c.deprecated or s.deprecated)
-          and quarry.version_allows(resolved, c.document_id)
-          and quarry.chunk_location_allows(filters, c.document_id, c.symbol_path, c.is_code, c.content_type)
+          -- a check passes every chunk without its rule, and costs a function call per chunk: skipped then
+          and (not facet_rules
+               or quarry.chunk_allowed(filters, c.content_type, c.language, c.package, c.deprecated or s.deprecated))
+          and (not version_rules or quarry.version_allows(resolved, c.document_id))
+          and (not location_rules
+               or quarry.chunk_location_allows(filters, c.document_id, c.symbol_path, c.is_code, c.content_type))
         limit bound + 1
     ),
     -- vector leg: the nearest `bound` chunks, kept when close enough to be about the query
