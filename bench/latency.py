@@ -3,6 +3,7 @@
     python -m bench.latency --scales 10000 100000 1000000 [--clients 1 4 16] [--out bench/.out/latency]
                             [--queries 200] [--duration 10] [--seed 7] [--fresh] [--plot docs/latency.png]
     python -m bench.latency --scales --scifact     # only: hybrid latency on bench/quality.py's SciFact database
+    python -m bench.latency --scales --scifact --quality-home /tmp/q   # ... of a quality run with --home /tmp/q
     python -m bench.latency --scales --scifact --repeat 6   # six runs, modes taking turns: medians
     python -m bench.latency --scales --cosqa                # the same on the CoSQA database (code, 6k docs)
     python -m bench.latency --scales --cosqa --layers       # and where a vector-mode search's time goes
@@ -10,13 +11,14 @@
 
 Embedding a million chunks with the local model (~80 chunks/s) is out of reach on two cores, so
 the corpus recombines real texts whose real vectors bench/quality.py has cached (``--vectors``,
-run it first): SciFact abstracts split into sentences and CoSQA functions split into lines, read
-at run time from ``--data``. A chunk is a run of passages from one real document (its primary)
-followed by a run from another (at most as many words), and its vector is the two real MiniLM
-vectors mixed by word share, plus Gaussian noise, renormalised: near the real vector of the text
-it mostly came from, never a duplicate. Documents hold 10 chunks from one dataset under headings.
-Queries are the real SciFact and CoSQA test queries with their real vectors. Deterministic from
-``--seed``; a scale's corpus is a prefix of every larger one.
+by default ``<quality-home>/vectors``; run it first): SciFact abstracts split into sentences and
+CoSQA functions split into lines, read at run time from ``--data``. A chunk is a run of passages
+from one real document (its primary) followed by a run from another (at most as many words), and
+its vector is the two real MiniLM vectors mixed by word share, plus Gaussian noise,
+renormalised: near the real vector of the text it mostly came from, never a duplicate.
+Documents hold 10 chunks from one dataset under headings. Queries are the real SciFact and
+CoSQA test queries with their real vectors. Deterministic from ``--seed``; a scale's corpus is a
+prefix of every larger one.
 
 Every scale gets its own database ``bench_latency_<n>`` on the bench's embedded server
 (``<out>/pgdata``), bulk-loaded with COPY, then timed separately: BM25 postings
@@ -27,7 +29,10 @@ p50/p95/p99 per mode over ``--queries`` queries, one client, after one untimed p
 every mode (warm); QPS with 1/4/16 threads (one pooled connection each) for ``--duration``
 seconds; recall@10 of the SQL step (``search_hits``, mode="vector") against exact cosine top-10 from numpy, and by
 ``hnsw.ef_search``.
-Results: ``<out>/results-<n>.json``; ``bench/latency_plot.py`` draws them.
+Storage: bytes on disk per chunk of every quarry.* table's heap, TOAST and each index, printed
+and in ``<out>/storage-<n>.json`` (also with ``--load-only``) and the results' ``storage``.
+Results: ``<out>/results-<n>.json``; ``bench/latency_plot.py`` draws them. ``--scifact`` /
+``--cosqa`` read the databases bench/quality.py ingested under ``--quality-home`` (its ``--home``).
 
 ``--systems`` adds peers over the same chunks (headings + content, the text Quarry's FTS
 indexes) and vectors: LanceDB hybrid (bench/peers.py: native FTS + an IVF_HNSW_SQ vector index,
@@ -329,6 +334,53 @@ def sizes(url: str) -> dict[str, int]:
         ).fetchall():
             result[f"{'table' if kind == 'r' else 'index'}:{name}"] = int(size)
     return result
+
+
+def storage_breakdown(url: str) -> dict[str, Any]:
+    """Bytes on disk of every quarry.* table, split into heap, TOAST (with its index) and each index; per chunk too.
+
+    Heap is the main fork with its free-space and visibility maps (``pg_table_size`` less TOAST).
+    """
+    with psycopg.connect(url) as conn:
+        chunks = int(conn.execute("select count(*) from quarry.chunks").fetchone()[0])  # type: ignore[index]
+        rows = conn.execute(
+            "select c.relname, pg_table_size(c.oid) - coalesce(pg_total_relation_size(nullif(c.reltoastrelid, 0)), 0),"
+            " coalesce(pg_total_relation_size(nullif(c.reltoastrelid, 0)), 0),"
+            " coalesce((select json_object_agg(i.relname, pg_relation_size(i.oid) order by i.relname)"
+            "           from pg_index x join pg_class i on i.oid = x.indexrelid where x.indrelid = c.oid), '{}'),"
+            " pg_total_relation_size(c.oid)"
+            " from pg_class c join pg_namespace n on n.oid = c.relnamespace"
+            " where n.nspname = 'quarry' and c.relkind = 'r' order by pg_total_relation_size(c.oid) desc").fetchall()
+    per = max(chunks, 1)
+    relations: dict[str, Any] = {}
+    parts: dict[str, float] = {}
+    for name, heap, toast, indexes, total in rows:
+        relations[name] = {"heap": int(heap), "toast": int(toast),
+                           "indexes": {index: int(size) for index, size in indexes.items()}, "total": int(total)}
+        for part, size in (("heap", int(heap)), ("toast", int(toast)), *indexes.items()):
+            if size:
+                parts[f"{name}.{part}"] = round(int(size) / per, 1)
+    total_bytes = sum(int(row[4]) for row in rows)
+    return {"chunks": chunks, "total_bytes": total_bytes, "bytes_per_chunk": round(total_bytes / per, 1),
+            "relation_bytes_per_chunk": {name: round(r["total"] / per, 1) for name, r in relations.items()},
+            "part_bytes_per_chunk": parts, "relations": relations}
+
+
+def print_storage(storage: dict[str, Any]) -> None:
+    """Bytes per chunk of each table's heap, TOAST and indexes, largest first; tables under 1 % summed."""
+    per = storage["chunks"] or 1
+    print(f"  storage {storage['total_bytes'] / 2**20:,.0f} MiB, {storage['bytes_per_chunk']:,.0f} B per chunk:",
+          flush=True)
+    rest = 0
+    for name, relation in storage["relations"].items():
+        if relation["total"] < 0.01 * storage["total_bytes"]:
+            rest += relation["total"]
+            continue
+        parts = [f"heap {relation['heap'] / per:,.0f}"] + ([f"toast {relation['toast'] / per:,.0f}"]
+                                                           if relation["toast"] >= per else [])
+        parts += [f"{index} {size / per:,.0f}" for index, size in relation["indexes"].items() if size >= per]
+        print(f"    {name:16} {relation['total'] / per:7,.0f}  ({', '.join(parts)})", flush=True)
+    print(f"    {'the other tables':16} {rest / per:7,.0f}", flush=True)
 
 
 def loaded_chunks(url: str) -> int:
@@ -687,10 +739,14 @@ def benchmark_scale(args: argparse.Namespace, corpora: Sequence[RealCorpus],
     url, load = prepared_database(args, corpora, scale)
     peers = [system for system in args.systems if system in PEERS]
     builds = prepared_peers(args, url, scale, peers, load)
+    storage = storage_breakdown(url)
+    print_storage(storage)
+    (args.out / f"storage-{scale}.json").write_text(json.dumps(storage, indent=2))
     if args.load_only:
         return None, None
     queries = mark_common(url, make_queries(corpora, args.seed, args.queries))
-    report = {"scale": scale, "load": load, **measure(url, queries, args, MODEL)} if "quarry" in args.systems else None
+    report = ({"scale": scale, "load": load, "storage": storage, **measure(url, queries, args, MODEL)}
+              if "quarry" in args.systems else None)
     directory = args.out / f"lancedb-{scale}"
     comparison = ({"scale": scale, "builds": builds, **compare_hybrid(url, queries, directory, peers)}
                   if peers else None)
@@ -741,7 +797,7 @@ def benchmark_ingested(args: argparse.Namespace, corpora: Sequence[RealCorpus], 
     from bench.quarry_system import dataset_database_url
 
     corpus = next(corpus for corpus in corpora if corpus.name == name)
-    url = dataset_database_url(QUALITY_HOME, name)
+    url = dataset_database_url(args.quality_home, name)
     with psycopg.connect(url) as conn:
         counts = conn.execute("select (select count(*) from quarry.documents), (select count(*) from quarry.chunks)"
                               ).fetchone()
@@ -761,8 +817,11 @@ def main() -> None:
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder holding the BEIR datasets")
-    parser.add_argument("--vectors", type=Path, default=QUALITY_HOME / "vectors",
-                        help="bench/quality.py's cache of the datasets' real MiniLM vectors")
+    parser.add_argument("--quality-home", type=Path, default=QUALITY_HOME,
+                        help="bench/quality.py's --home: its vectors cache, and the databases --scifact / --cosqa read")
+    parser.add_argument("--vectors", type=Path, default=None,
+                        help="bench/quality.py's cache of the datasets' real MiniLM vectors"
+                             " (default <quality-home>/vectors)")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--recall-queries", type=int, default=200)
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per throughput run")
@@ -784,7 +843,7 @@ def main() -> None:
     if any(scale % BLOCK for scale in args.scales):
         parser.error(f"scales must be multiples of {BLOCK}")
     args.out.mkdir(parents=True, exist_ok=True)
-    corpora = read_corpora(args.data, args.vectors)
+    corpora = read_corpora(args.data, args.vectors or args.quality_home / "vectors")
     command = "python -m bench.latency " + " ".join(map(str, sys.argv[1:]))
     for scale in args.scales:
         for prefix, report in zip(("results", "peers"), benchmark_scale(args, corpora, scale), strict=True):
