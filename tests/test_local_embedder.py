@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ import numpy.typing as npt
 import pytest
 
 import engine.embed.local as local
+import engine.embed.minilm_preparation as minilm_preparation
 from engine.embed.base import Embedder
 from engine.embed.local import LocalMiniLM
 from engine.embed.minilm_runtime import DIMENSION
@@ -28,8 +30,38 @@ def minilm_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("minilm-cache")
 
 
+@dataclass(frozen=True)
+class Preparation:
+    models: list[LocalMiniLM]
+    paths: list[Path]
+    errors: list[BaseException]
+    files: list[str]
+
+
 @pytest.fixture(scope="session")
-def embedder(minilm_cache: Path) -> LocalMiniLM:
+def concurrent_preparation(minilm_cache: Path) -> Preparation:
+    """Two embedders preparing into the one empty cache at once: the session's only preparation (it takes a while)."""
+    models = [LocalMiniLM(minilm_cache, threads=1) for _ in range(2)]
+    paths: list[Path] = []
+    errors: list[BaseException] = []
+
+    def run(model: LocalMiniLM) -> None:
+        try:
+            paths.append(model.prepare())
+        except BaseException as error:  # surfaced by test_concurrent_preparation_is_safe
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(m,)) for m in models]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return Preparation(models, paths, errors, sorted(p.name for p in minilm_cache.iterdir()))
+
+
+@pytest.fixture(scope="session")
+def embedder(concurrent_preparation: Preparation, minilm_cache: Path) -> LocalMiniLM:
+    """The model those two prepared, checked against sentence-transformers below."""
     model = LocalMiniLM(minilm_cache)
     model.prepare()
     return model
@@ -133,7 +165,7 @@ def test_second_construction_reuses_the_prepared_file(
     def no_preparing(*_: object) -> None:
         raise AssertionError("prepared again although the cache holds the model")
 
-    monkeypatch.setattr(local, "prepare_model", no_preparing)
+    monkeypatch.setattr(minilm_preparation, "prepare_model", no_preparing)  # local imports it when it prepares
     again = LocalMiniLM(minilm_cache, threads=1)
     assert again.prepare() == path
     assert path.stat().st_mtime_ns == stamp
@@ -142,27 +174,15 @@ def test_second_construction_reuses_the_prepared_file(
     np.testing.assert_allclose(again.embed_queries(["hello"]), embedder.embed_queries(["hello"]), atol=1e-6)
 
 
-def test_concurrent_preparation_is_safe(tmp_path: Path) -> None:
+@pytest.mark.slow  # the session's preparation (concurrent_preparation) takes a while
+def test_concurrent_preparation_is_safe(concurrent_preparation: Preparation) -> None:
     # Two embedders preparing into one empty directory at once: both succeed, one model file remains
     # (beside the source's digest memo).
-    models = [LocalMiniLM(tmp_path, threads=1) for _ in range(2)]
-    paths: list[Path] = []
-    errors: list[BaseException] = []
-
-    def run(model: LocalMiniLM) -> None:
-        try:
-            paths.append(model.prepare())
-        except BaseException as error:  # surfaced by the assertion below
-            errors.append(error)
-
-    threads = [threading.Thread(target=run, args=(m,)) for m in models]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors and len(set(paths)) == 1
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([paths[0].name, "all-MiniLM-L6-v2.source-digest"])
-    np.testing.assert_allclose(models[0].embed_queries(["x"]), models[1].embed_queries(["x"]), atol=1e-6)
+    prepared = concurrent_preparation
+    assert not prepared.errors and len(prepared.paths) == 2 and len(set(prepared.paths)) == 1
+    assert prepared.files == sorted([prepared.paths[0].name, "all-MiniLM-L6-v2.source-digest"])
+    np.testing.assert_allclose(prepared.models[0].embed_queries(["x"]), prepared.models[1].embed_queries(["x"]),
+                               atol=1e-6)
 
 
 def test_the_source_digest_is_remembered_until_the_file_changes(tmp_path: Path) -> None:

@@ -376,6 +376,8 @@ def _prepare_local_model(runtime: Runtime, *, for_queries: bool = False) -> None
     """Load the local model before work that needs it, saying so when that is slow (its first preparation).
 
     ``for_queries``: the session that embeds queries, all a search needs (one session, not two, loaded).
+    For documents, a model prepared already is left to load when a chunk needs it: a re-ingest that
+    changed nothing, or only chunks whose vectors are stored, never pays for it.
     """
     from engine.providers.selection import LOCAL, model_choice
 
@@ -386,7 +388,7 @@ def _prepare_local_model(runtime: Runtime, *, for_queries: bool = False) -> None
 
     with announce_if_slow("quarry: preparing the local model (first run only) …", sys.stderr):
         for embedder in {id(embedder): embedder for embedder in runtime.embedders.values()}.values():
-            if isinstance(embedder, LocalMiniLM):
+            if isinstance(embedder, LocalMiniLM) and (for_queries or not embedder.is_prepared()):
                 embedder.prepare(for_queries=for_queries)
 
 

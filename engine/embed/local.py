@@ -17,14 +17,18 @@ import threading
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import onnxruntime as ort
 
 from engine.embed.base import Vectors
-from engine.embed.minilm_preparation import prepare_model
 from engine.embed.minilm_runtime import DIMENSION, available_cores, load_tokenizer, pad, session
+
+# onnxruntime (and the preparation, which needs it) load with the first session: a command that
+# embeds nothing, such as a re-ingest with nothing changed, does not pay for them.
+if TYPE_CHECKING:
+    import onnxruntime as ort
 
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 # Bump when the preparation changes: it is part of the cached file's name.
@@ -101,15 +105,23 @@ class LocalMiniLM:
         assert self._path is not None
         return self._path
 
+    def is_prepared(self) -> bool:
+        """Whether the prepared model is in the cache already: loading it then takes a fraction of a second."""
+        return self._prepared_path().exists()
+
+    def _prepared_path(self) -> Path:
+        # Keyed by the source's content and our recipe: either changing means a new file.
+        digest = _source_digest(_source_model(), self._cache_dir)
+        return self._cache_dir / f"all-MiniLM-L6-v2.{digest}.prep{PREPARATION_VERSION}.int8.onnx"
+
     def _session(self, *, spinning: bool) -> ort.InferenceSession:
         with self._lock:
             if self._path is None:
-                source = _source_model()
-                # Keyed by the source's content and our recipe: either changing means a new file.
-                digest = _source_digest(source, self._cache_dir)
-                path = self._cache_dir / f"all-MiniLM-L6-v2.{digest}.prep{PREPARATION_VERSION}.int8.onnx"
+                path = self._prepared_path()
                 if not path.exists():
-                    prepare_model(source, path, self._tokenizer)
+                    from engine.embed.minilm_preparation import prepare_model
+
+                    prepare_model(_source_model(), path, self._tokenizer)
                 self._path = path
             if spinning not in self._sessions:
                 self._sessions[spinning] = session(str(self._path), self._threads, spinning=spinning)

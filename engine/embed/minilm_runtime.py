@@ -13,11 +13,14 @@ import os
 import platform
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import onnxruntime as ort
 from tokenizers import Tokenizer
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
 
 __all__ = ["DIMENSION", "MAX_TOKENS", "available_cores", "load_tokenizer", "pad", "session"]
 
@@ -70,6 +73,8 @@ def session(model: str | bytes, threads: int, *, spinning: bool = True) -> ort.I
     10-17 % more passages/s (measured on 2 quiet cores); in a server embedding one query per search
     it burned more CPU than the search itself (26.7 ms a call), taken from Postgres and the event loop.
     """
+    import onnxruntime as ort
+
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1

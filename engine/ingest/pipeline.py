@@ -357,7 +357,6 @@ class Ingestor:
             if gone_ids:
                 conn.execute("select quarry.delete_documents(%s)", (gone_ids,))
             rebuild = self._text_index_needs_rebuild(conn, source_id)
-            conn.execute("update quarry.documents set checked_at = now() where source_id = %s", (source_id,))
             # The git commit this ingest read: the next one diffs against it (only once it completed).
             commit, repository = revision or (None, None)
             conn.execute("update quarry.sources set last_ingested_at = now(),"
