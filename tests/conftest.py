@@ -51,19 +51,28 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under xdist, the modules of ``exclusive`` tests start first, then those of ``slow`` ones.
+    """Under xdist, the modules of ``exclusive`` tests start first, beside one light module, then ``slow`` ones.
 
-    The longest work first balances the workers, and an exclusive test waits only for the one
-    test the other worker has begun. Every worker collects and sorts alike, as xdist requires.
+    The longest work first balances the workers. An exclusive test waits for the test the other
+    worker has begun: the light module (no Postgres, nothing slow) is that worker's first, so the
+    wait is short. Every worker collects and sorts alike, as xdist requires.
     """
     if not hasattr(config, "workerinput"):
         return
-    rank: dict[Path, int] = {}
+    exclusive, slow, heavy = set(), set(), set()
     for item in items:
         marks = {mark.name for mark in item.iter_markers()}
-        weight = 0 if "exclusive" in marks else 1 if "slow" in marks else 2
-        rank[item.path] = min(rank.get(item.path, 2), weight)
-    items.sort(key=lambda item: rank[item.path])  # stable: each module keeps its own order
+        if "exclusive" in marks:
+            exclusive.add(item.path)
+        if "slow" in marks:
+            slow.add(item.path)
+        if "server_url" in getattr(item, "fixturenames", ()):
+            heavy.add(item.path)
+    light = next((item.path for item in items if item.path not in slow | heavy), None)
+    rank = {path: 0 for path in exclusive}
+    if light is not None and light not in rank:
+        rank[light] = 1
+    items.sort(key=lambda item: rank.get(item.path, 2 if item.path in slow else 3))  # stable: modules keep their order
 
 
 _turn_files: dict[str, IO[bytes]] = {}
@@ -202,9 +211,16 @@ def model_cache() -> Path:
 
 @pytest.fixture(scope="session")
 def local_embedder(model_cache: Path) -> Embedder:
-    from engine.embed.local import LocalMiniLM
+    """The local model, with this worker's share of the cores: xdist's workers embed at the same time.
 
-    return LocalMiniLM(model_cache)
+    A worker per core, each with the cores' count of ONNX threads (which spin between batches),
+    would have the workers' threads take the cores from each other.
+    """
+    from engine.embed.local import LocalMiniLM
+    from engine.embed.minilm_runtime import available_cores
+
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    return LocalMiniLM(model_cache, threads=max(1, available_cores() // workers))
 
 
 # npm's semver as an oracle, shared by the semver SQL and version extraction tests

@@ -112,6 +112,7 @@ def served(own_repo: ConnectionPool, migrated_url: str, local_embedder: Embedder
         yield session
 
 
+@pytest.mark.slow  # ingesting part of Quarry's own tree
 def test_every_tool_answers_within_32_kb_by_default_on_quarrys_own_repo(served: McpSession,
                                                                          own_repo: ConnectionPool) -> None:
     with own_repo.connection() as conn:

@@ -623,6 +623,7 @@ def fuzz_sites(fuzzed: Fuzzed, sites: list[tuple[str, Callable[[str], dict[str, 
     run()
 
 
+@pytest.mark.slow  # the file's fuzzing takes a minute or more: its module starts early
 def test_hostile_text_where_the_engine_reads_it(fuzzed: Fuzzed) -> None:
     before = stored_data(fuzzed.owner)
     fuzz_sites(fuzzed, READ_SITES, fuzzed.search, fuzzed.search_key, may_write=False, max_examples=150)

@@ -122,6 +122,7 @@ def disagreements(cases: Sequence[Sequence[str]], expected: list[Any], got: list
 # ---------------------------------------------------------------- differential tests
 
 
+@pytest.mark.slow  # a minute beside the other worker: its module starts early, not in the run's tail
 @settings(GENERATED, max_examples=100)
 @given(cases=st.lists(st.tuples(ranges, ranges), min_size=BATCH, max_size=BATCH))
 def test_version_satisfies_agrees_with_semver_intersects(
