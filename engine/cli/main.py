@@ -290,6 +290,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("quarry: interrupted; rerun to finish (completed documents are kept)", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `quarry search ... | head`: the reader has what it wanted
+        # Python flushes stdout again at exit: point it at /dev/null so that flush cannot fail too
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a command a closed pipe stopped
 
 
 def _dispatch(args: argparse.Namespace) -> int:
