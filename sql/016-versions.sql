@@ -105,11 +105,15 @@ as $$
         select d.id, d.source_id, d.path from quarry.documents d where d.id = document
     ),
     stated as (
+        -- the document and its governing manifests, resolved once into an array the index is
+        -- probed with (a join condition calling governing_manifests re-ran it per constraint
+        -- row); a membership test, so a manifest governing itself still yields its rows once
         select vc.facet, vc.name, vc.range_text, vc.version_range, vc.origin
-        from doc
-        join quarry.version_constraints vc
-          on vc.document_id = doc.id
-          or vc.document_id in (select quarry.governing_manifests(doc.source_id, doc.path))
+        from quarry.version_constraints vc
+        where vc.document_id = any (array(
+            select doc.id from doc
+            union all
+            select quarry.governing_manifests(doc.source_id, doc.path) from doc))
     )
     select * from stated
     union all
