@@ -48,6 +48,28 @@ $$;
 comment on function quarry.chunk_allowed(jsonb, text, text, text, boolean) is
 'Whether a chunk passes the chunk-level facets (content_type, language, package, deprecated of document or source).';
 
+create or replace function quarry.allowed_facet_values(filters jsonb, source_ids bigint[]) returns setof jsonb
+language sql stable
+set search_path = pg_catalog
+as $$
+    -- Once per combination of facet values the sources' documents have, not once per document: a
+    -- caller keeps the documents whose jsonb_build_array(content_type, language, package,
+    -- deprecated of document or source) is among these keys.
+    select value_set.key
+    from (
+        select distinct d.content_type, d.language, d.package, d.deprecated or s.deprecated as deprecated,
+               jsonb_build_array(d.content_type, d.language, d.package, d.deprecated or s.deprecated) as key
+        from quarry.sources s join quarry.documents d on d.source_id = s.id
+        where s.id = any (source_ids)
+        offset 0  -- keeps the check below out of the scan
+    ) value_set
+    where quarry.chunk_allowed(filters, value_set.content_type, value_set.language, value_set.package,
+                               value_set.deprecated)
+$$;
+
+comment on function quarry.allowed_facet_values(jsonb, bigint[]) is
+'The combinations of document facet values (jsonb_build_array(content_type, language, package, deprecated)) in the given sources that pass the chunk-level facets of a filters object (quarry.chunk_allowed), each checked once.';
+
 create or replace function quarry.has_chunk_rules(filters jsonb)
 returns boolean
 language sql immutable parallel safe

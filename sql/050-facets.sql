@@ -116,16 +116,9 @@ begin
     ),
     -- the facet rules, checked once per combination of facet values the documents have rather than per document
     facet_value_sets as materialized (
-        select value_set.key
-        from (
-            select distinct d.content_type, d.language, d.package, d.deprecated or s.deprecated as deprecated,
-                   jsonb_build_array(d.content_type, d.language, d.package, d.deprecated or s.deprecated) as key
-            from allowed_sources s join quarry.documents d on d.source_id = s.id
-            where facet_rules
-            offset 0  -- keeps the check below out of the scan: once per combination, not per document
-        ) value_set
-        where quarry.chunk_allowed(filters, value_set.content_type, value_set.language, value_set.package,
-                                   value_set.deprecated)
+        select v.key
+        from quarry.allowed_facet_values(filters, array(select s.id from allowed_sources s)) v(key)
+        where facet_rules
     ),
     matching_documents as materialized (
         select d.id, d.source_id, d.path, s.slug, s.kind, s.attribution, s.verified::text as verified,

@@ -98,16 +98,9 @@ begin
             select * from quarry.filtered_source_ids(filters)
         ),
         facet_value_sets as materialized (
-            select value_set.key
-            from (
-                select distinct d.content_type, d.language, d.package, d.deprecated or s.deprecated as deprecated,
-                       jsonb_build_array(d.content_type, d.language, d.package, d.deprecated or s.deprecated) as key
-                from allowed_sources s join quarry.documents d on d.source_id = s.id
-                where filters ?| document_facets
-                offset 0  -- keeps the check below out of the scan
-            ) value_set
-            where quarry.chunk_allowed(filters, value_set.content_type, value_set.language, value_set.package,
-                                       value_set.deprecated)
+            select v.key
+            from quarry.allowed_facet_values(filters, array(select s.id from allowed_sources s)) v(key)
+            where filters ?| document_facets
         )
         select count(*)
         from quarry.documents d
