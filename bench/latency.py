@@ -115,13 +115,14 @@ class RealCorpus:
     words_per_chunk: tuple[int, int]
 
 
-def cached(vectors: Path, label: str, rows: int) -> np.ndarray:
-    """bench/quality.py's cache of ``label`` (``<label>.<digest>.npy``), checked against the texts' count."""
-    for path in sorted(vectors.glob(f"{label}.*.npy")):
-        matrix: np.ndarray = np.load(path).astype(np.float32)
-        if matrix.shape == (rows, DIMENSION):
-            return matrix
-    raise SystemExit(f"no cached {label} vectors ({rows} x {DIMENSION}) in {vectors}: run python -m bench.quality")
+def cached(vectors: Path, labels: Sequence[str], rows: int) -> np.ndarray:
+    """bench/quality.py's cache under one of ``labels`` (``<label>.<digest>.npy``), checked against the texts' count."""
+    for label in labels:
+        for path in sorted(vectors.glob(f"{label}.*.npy")):
+            matrix: np.ndarray = np.load(path).astype(np.float32)
+            if matrix.shape == (rows, DIMENSION):
+                return matrix
+    raise SystemExit(f"no cached {labels[0]} vectors ({rows} x {DIMENSION}) in {vectors}: run python -m bench.quality")
 
 
 def read_corpus(data: Path, vectors: Path, name: str) -> RealCorpus:
@@ -136,9 +137,10 @@ def read_corpus(data: Path, vectors: Path, name: str) -> RealCorpus:
         name, code,
         [d.title or line for d, line in zip(dataset.documents, first_lines, strict=True)],
         passages, [[len(p.split()) for p in parts] for parts in passages],
-        cached(vectors, f"{name}-documents", len(dataset.documents)),
+        cached(vectors, [f"{name}-documents"], len(dataset.documents)),
         [query.text for query in dataset.queries],
-        cached(vectors, f"{name}-queries-test", len(dataset.queries)),
+        # bench/quality.py labels a task's queries per corpus (<task>-<corpus>-queries-<split>)
+        cached(vectors, [f"{name}-{name}-queries-test", f"{name}-queries-test"], len(dataset.queries)),
         (30, 90) if code else (80, 160))
 
 

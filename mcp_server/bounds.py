@@ -11,7 +11,6 @@ droppable lists dropped (longest list first), and the payload then counts them.
 
 from __future__ import annotations
 
-import json
 from collections.abc import MutableSequence, Sequence
 from typing import Any
 
@@ -38,9 +37,14 @@ _MARKER_BYTES = 48
 _ROUNDS = 6
 
 
-def wire_size(text: str) -> int:
-    """Bytes ``text`` takes once escaped as a JSON string."""
-    return len(json.dumps(text, ensure_ascii=False).encode())
+def wire_size(json_text: str) -> int:
+    """Bytes ``json_text`` (JSON, as ``to_json`` writes it) takes once escaped as a JSON string.
+
+    JSON text holds no raw control character, so escaping it adds only the two quotes around it and
+    a backslash before each quote and backslash: counted, where serialising it again cost a tenth
+    of a search's time in Python.
+    """
+    return len(json_text.encode()) + 2 + json_text.count('"') + json_text.count("\\")
 
 
 def bounded_json(

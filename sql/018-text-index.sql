@@ -298,6 +298,9 @@ create or replace function quarry.bm25_top(
     max_query_terms int default 128
 ) returns table (chunk_id uuid, score real)
 language sql stable parallel safe
+-- at most match_count rows: without it the planner assumes 1,000 and joins a caller's tables
+-- (quarry.search_text's chunk_details) by hashing every chunk
+rows 50
 set search_path = quarry, pg_catalog
 as $$
     -- Candidates come from the top `per_term_depth` postings of each query term (impact

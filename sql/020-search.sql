@@ -8,6 +8,7 @@ create or replace function quarry.nearest_chunks(
     filters jsonb default null
 ) returns table (chunk_id uuid, distance double precision)
 language plpgsql volatile  -- it sets the HNSW scan depth for the transaction
+rows 50  -- at most match_count rows: callers join them by primary key, not by hashing every chunk
 set search_path = quarry, public, pg_catalog
 as $$
 declare

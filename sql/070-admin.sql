@@ -150,7 +150,8 @@ as $$
            coalesce(d.symbol_path, array_to_string(d.heading_path, ' > ')), hit.score,
            (quarry.trust_factors(d.attribution, d.verified, d.deprecated, d.source_kind, d.changed_at)
              ->> 'score')::numeric,
-           left(regexp_replace(d.content, '\s+', ' ', 'g'), 120), d.chunk_id
+           -- collapsing a whole chunk's whitespace cost more than its search; 1,000 characters give the 120
+           left(regexp_replace(left(d.content, 1000), '\s+', ' ', 'g'), 120), d.chunk_id
     from quarry.bm25_top(query, lim) hit
     join quarry.chunk_details d on d.chunk_id = hit.chunk_id
     order by hit.score desc, hit.chunk_id

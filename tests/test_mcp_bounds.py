@@ -21,6 +21,7 @@ from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
 from mcp_server.auth import AccessPolicy
 from mcp_server.bounds import DEFAULT_RESPONSE_BYTES, bounded_json, wire_size
+from mcp_server.envelope import to_json
 from mcp_server.http_app import build_http_app
 from mcp_server.limits import MAX_RESPONSE_BYTES
 from mcp_server.tools import all_tools
@@ -33,7 +34,18 @@ awkward_text = st.text(alphabet=st.sampled_from(AWKWARD), max_size=6000)
 
 
 def _wire_size_of_result(text: str) -> int:
-    return wire_size(text) + len('{"content":[{"type":"text","text":}],"isError":false}')
+    """Measured by serialising, not with ``wire_size``: the bound is checked against what it estimates."""
+    wrapper = '{"content":[{"type":"text","text":}],"isError":false}'
+    return len(json.dumps(text, ensure_ascii=False).encode()) + len(wrapper)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | awkward_text,
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(awkward_text, inner, max_size=4),
+                    max_leaves=20))
+def test_wire_size_is_the_size_of_json_text_escaped_as_a_string(value: Any) -> None:
+    json_text = to_json(value)
+    assert wire_size(json_text) == len(json.dumps(json_text, ensure_ascii=False).encode())
 
 
 @settings(max_examples=60, deadline=None)
