@@ -261,6 +261,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = argparse.Namespace(command="psql", psql_args=arguments[1:])
     else:
         args = _parse_arguments(_parser_for(arguments), arguments)
+    # numpy's OpenBLAS starts a thread per core at import, and they spin a while: ~70 ms of CPU a
+    # command, for no use (what Quarry runs on numpy is elementwise; matrices go through onnxruntime)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     # Imported once the arguments are known: --help and usage errors need no database driver.
     import psycopg
     import psycopg_pool

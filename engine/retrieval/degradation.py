@@ -5,12 +5,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from engine.embed.base import TEXT_SPACE, Embedder, Vectors
+from engine.embed.base import TEXT_SPACE, Embedder
 from engine.errors import ProviderError, new_error_id
 from engine.retrieval.hits import LegFailure
 from engine.retrieval.request import LEGS, Leg
+
+if TYPE_CHECKING:  # numpy (~80 ms) is imported by what embeds, not by every search: fts needs none
+    from engine.embed.base import Vectors
 
 logger = logging.getLogger("quarry.search")
 

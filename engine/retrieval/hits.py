@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from uuid import UUID
 
 from pgvector import Vector
@@ -21,9 +21,11 @@ from psycopg import Cursor, sql
 from psycopg.rows import RowMaker
 from psycopg_pool import ConnectionPool
 
-from engine.embed.base import Vectors
 from engine.retrieval.request import LEGS, Leg, VersionMatch
 from engine.store.db import autocommit
+
+if TYPE_CHECKING:  # numpy (~80 ms) is imported by what embeds, not by every search: fts needs none
+    from engine.embed.base import Vectors
 
 logger = logging.getLogger("quarry.search")
 

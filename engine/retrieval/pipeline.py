@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 import psycopg
@@ -25,7 +25,7 @@ from psycopg_pool import ConnectionPool
 
 from engine.config import Settings
 from engine.corpus.facets import VERSION_FACETS
-from engine.embed.base import CODE_SPACE, TEXT_SPACE, Embedder, Vectors
+from engine.embed.base import CODE_SPACE, TEXT_SPACE, Embedder
 from engine.errors import InvalidRequestError, NotFoundError, UnavailableError, new_error_id
 from engine.rerank.base import Reranker
 from engine.retrieval.degradation import Degradation, embed_queries, leg_of
@@ -35,6 +35,9 @@ from engine.retrieval.highlights import Highlighter, Highlights
 from engine.retrieval.hits import HitPage, SearchHit, search_hits
 from engine.retrieval.request import MAX_DEPTH, CodeMode, Filters, SearchMode, SearchRequest, filters_json
 from engine.retrieval.reranking import NO_RERANKER, RerankOutcome, rerank
+
+if TYPE_CHECKING:  # numpy (~80 ms) is imported by what embeds, not by every search: fts needs none
+    from engine.embed.base import Vectors
 
 logger = logging.getLogger("quarry.search")
 
