@@ -19,16 +19,16 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.typing as npt
-
-from engine.embed.base import Vectors
 from engine.embed.minilm_runtime import DIMENSION, available_cores, load_tokenizer, pad, session
 
-# onnxruntime (and the preparation, which needs it) load with the first session: a command that
-# embeds nothing, such as a re-ingest with nothing changed, does not pay for them.
+# numpy, onnxruntime (and the preparation, which needs it) load when something is embedded: a
+# command that embeds nothing, such as a re-ingest with nothing changed, does not pay for them.
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
     import onnxruntime as ort
+
+    from engine.embed.base import Vectors
 
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 # Bump when the preparation changes: it is part of the cached file's name.
@@ -130,6 +130,8 @@ class LocalMiniLM:
     def _embed(self, texts: Sequence[str], *, spinning: bool) -> Vectors:
         if isinstance(texts, str):
             raise TypeError("embed a sequence of texts, not a single str")
+        import numpy as np
+
         out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
         if not texts:
             return out
@@ -148,6 +150,8 @@ class LocalMiniLM:
         return out
 
     def _pool(self, model: ort.InferenceSession, rows: Sequence[Sequence[int]]) -> Vectors:
+        import numpy as np
+
         ids, mask = pad(rows)
         hidden = self._forward(model, ids, mask)
         weights = mask[:, :, None].astype(np.float32)

@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.typing as npt
 from tokenizers import Tokenizer
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # numpy is imported where a batch is padded: see engine.embed.local
+    import numpy as np
+    import numpy.typing as npt
     import onnxruntime as ort
 
 __all__ = ["DIMENSION", "MAX_TOKENS", "available_cores", "load_tokenizer", "pad", "session"]
@@ -98,6 +98,8 @@ def pad(rows: Sequence[Sequence[int]]) -> tuple[npt.NDArray[np.int64], npt.NDArr
     hidden states are atypical and roughly double the int8 activation range of a batch (its
     quantization is per tensor); padding with "." keeps the range that of real text.
     """
+    import numpy as np
+
     ids = np.full((len(rows), max(len(r) for r in rows)), _PAD_ID, dtype=np.int64)
     mask = np.zeros_like(ids)
     for i, row in enumerate(rows):

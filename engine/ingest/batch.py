@@ -11,10 +11,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-import numpy as np
 from psycopg import Connection
 
 from engine.embed.base import Embedder
@@ -22,6 +21,9 @@ from engine.ingest.model import PARSER_VERSION, ParsedDocument
 from engine.ingest.parsers.tokens import count_tokens
 from engine.ingest.sources import document_url
 from engine.ingest.versions import VersionConstraint
+
+if TYPE_CHECKING:  # numpy (~0.1 s) is imported by what embeds: a re-ingest that changed nothing needs none
+    import numpy as np
 
 __all__ = ["ModelGroup", "PendingDocument", "Segment", "chunk_embedding_input", "copy_chunks", "copy_documents",
            "embedding_input", "input_hash", "needs_model", "write_vectors"]

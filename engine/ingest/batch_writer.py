@@ -17,9 +17,8 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
@@ -30,6 +29,9 @@ from engine.ingest.batch import ModelGroup, Segment, copy_chunks, copy_documents
 from engine.ingest.summary import IngestProgress, IngestSummary, ProgressCallback, job_counts, report_progress
 from engine.ingest.vector_indexes import DeferredIndexes
 from engine.ingest.version_store import StatedVersions, store_versions
+
+if TYPE_CHECKING:  # numpy (~0.1 s) is imported by what embeds: a re-ingest that changed nothing needs none
+    import numpy as np
 
 __all__ = ["WRITE_CHUNKS", "BatchWriter", "WriteTarget"]
 
