@@ -30,7 +30,8 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from engine.corpus.links import store_relations
-from engine.ingest.manifests import constraints_in_manifest, manifest_kind
+from engine.ingest.manifest_paths import manifest_kind
+from engine.ingest.manifests import constraints_in_manifest
 from engine.ingest.vector_indexes import restore_deferred_indexes
 from engine.ingest.version_store import StatedVersions, store_versions
 from engine.ingest.versions import constraints_in_document

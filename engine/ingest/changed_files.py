@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from engine.ingest.batch import PendingDocument
-from engine.ingest.manifests import constraints_in_manifest, manifest_kind
+from engine.ingest.manifest_paths import manifest_kind
 from engine.ingest.model import PARSER_VERSION
 from engine.ingest.parsers import ParseError, is_supported, parse_document
 from engine.ingest.parsers.errors import NothingToIndex
@@ -65,6 +65,8 @@ def prepare_document(
     skipped: list[tuple[str, str]] = []
     document.manifest_kind = manifest_kind(item.relative_path)
     if document.manifest_kind is not None:
+        from engine.ingest.manifests import constraints_in_manifest  # its readers load only for a manifest
+
         document.constraints = constraints_in_manifest(item.relative_path, text, skipped=skipped) or []
     else:
         document.constraints = constraints_in_document(item.relative_path, text, skipped=skipped)

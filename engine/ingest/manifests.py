@@ -1,8 +1,8 @@
 """Dependency ranges declared by package manifests, and which files each manifest covers.
 
 ``constraints_in_manifest(path, text)`` reads one manifest into ``sdk_dependency``
-constraints (node-semver ranges, see ``engine.ingest.versions``); ``manifest_directory``
-names the directory a manifest governs. Which manifests govern a file (the nearest of
+constraints (node-semver ranges, see ``engine.ingest.versions``); which files are manifests and
+the directory each governs is ``engine.ingest.manifest_paths``. Which manifests govern a file (the nearest of
 each kind) is resolved in SQL at query time (``quarry.governing_manifests``), so a
 changed manifest re-scopes every file under it without re-ingesting them.
 
@@ -41,7 +41,6 @@ import re
 import tomllib
 from collections.abc import Callable, Mapping
 from functools import partial
-from pathlib import PurePosixPath
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -50,11 +49,12 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion
 
 from engine.ingest.ecosystem_ranges import cargo_range, pep440_range, poetry_range
+from engine.ingest.manifest_paths import manifest_kind
 from engine.ingest.npm_ranges import npm_range
 from engine.ingest.version_sets import UnrepresentableRange, VersionSet, format_range
 from engine.ingest.versions import Skipped, VersionConstraint
 
-__all__ = ["constraints_in_manifest", "manifest_directory", "manifest_kind"]
+__all__ = ["constraints_in_manifest"]
 
 
 # ---------------------------------------------------------------- one manifest per format
@@ -241,23 +241,7 @@ def _table(table: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-# ---------------------------------------------------------------- dispatch and scope
-
-def manifest_kind(path: str) -> str | None:
-    """``package.json``, ``pyproject.toml``, ``requirements``, ``Cargo.toml``, ``go.mod``, or None."""
-    parts = PurePosixPath(path.replace("\\", "/")).parts
-    if not parts:
-        return None
-    name = parts[-1]
-    if name in ("package.json", "pyproject.toml", "Cargo.toml", "go.mod"):
-        return name
-    lower = name.lower()
-    if lower.startswith("requirements") and lower.endswith(".txt"):
-        return "requirements"
-    if len(parts) >= 2 and parts[-2].lower() == "requirements" and lower.endswith((".txt", ".in")):
-        return "requirements"
-    return None
-
+# ---------------------------------------------------------------- dispatch
 
 _READERS = {
     "package.json": _package_json,
@@ -284,11 +268,3 @@ def constraints_in_manifest(path: str, text: str, *, skipped: Skipped | None = N
         if skipped is not None:
             skipped.append((path, f"unreadable {kind}: {error}"))
     return list(dict.fromkeys(found))
-
-
-def manifest_directory(path: str) -> str:
-    """The directory a manifest governs: its own, or the parent of a ``requirements/`` folder."""
-    parent = PurePosixPath(path.replace("\\", "/")).parent
-    if manifest_kind(path) == "requirements" and parent.name.lower() == "requirements":
-        parent = parent.parent
-    return "" if str(parent) == "." else str(parent)

@@ -9,7 +9,7 @@ from uuid import UUID
 
 from psycopg import Connection
 
-from engine.ingest.manifests import manifest_directory
+from engine.ingest.manifest_paths import manifest_directory
 from engine.ingest.versions import VersionConstraint
 
 _INSERT_CONSTRAINTS = """
