@@ -13,10 +13,16 @@ from tests.corpus import write_corpus
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _quarry(database_url: str, model_cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _quarry(database_url: str, model_cache: Path, *args: str,
+            python_options: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DATABASE_URL": database_url, "QUARRY_MODEL_CACHE": str(model_cache)}
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], cwd=REPO, env=env,
+    return subprocess.run([sys.executable, *python_options, "-m", "engine.cli", *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=300)
+
+
+def _imported_modules(run: subprocess.CompletedProcess[str]) -> set[str]:
+    """The modules a ``python -X importtime`` run imported, from its stderr."""
+    return {line.rsplit("|", 1)[1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}
 
 
 def test_ingest_search_and_psql(database_url: str, model_cache: Path, tmp_path: Path) -> None:
@@ -32,6 +38,20 @@ def test_ingest_search_and_psql(database_url: str, model_cache: Path, tmp_path: 
     assert search.returncode == 0, search.stderr
     results = json.loads(search.stdout)["results"]
     assert results[0]["path"] == "docs/indexes.md" and results[0]["source"]["slug"] == "cli-test"
+
+    # What a command does not use it does not import: numpy and onnxruntime (0.1-0.2 s) only to embed,
+    # the manifest readers (packaging) only to read a manifest (docs/BENCHMARKS.md, CLI and re-ingest)
+    unchanged = _quarry(database_url, model_cache, "ingest", str(root), "--source", "cli-test", "--json",
+                        python_options=("-X", "importtime"))
+    assert unchanged.returncode == 1, unchanged.stderr  # broken.md fails again
+    assert json.loads(unchanged.stdout)["unchanged"] == 4
+    keyword_search = _quarry(database_url, model_cache, "search", "partial index", "--mode", "fts",
+                             python_options=("-X", "importtime"))
+    assert keyword_search.returncode == 0, keyword_search.stderr
+    for run in (unchanged, keyword_search):
+        modules = _imported_modules(run)
+        assert "engine.cli.main" in modules  # the stderr parsed is importtime's
+        assert not modules & {"numpy", "onnxruntime", "packaging", "engine.ingest.manifests"}
 
     # One row per file, with the lines of its best spans; a kind filter keeps prose out.
     grouped = _quarry(database_url, model_cache, "search", "partial index", "--mode", "fts", "--group-by",

@@ -30,7 +30,7 @@ from engine.ingest.summary import IngestProgress, IngestSummary, ProgressCallbac
 from engine.ingest.vector_indexes import DeferredIndexes
 from engine.ingest.version_store import StatedVersions, store_versions
 
-if TYPE_CHECKING:  # numpy (~0.1 s) is imported by what embeds: a re-ingest that changed nothing needs none
+if TYPE_CHECKING:  # numpy (~80 ms) is imported by what embeds: a re-ingest that changed nothing needs none
     import numpy as np
 
 __all__ = ["WRITE_CHUNKS", "BatchWriter", "WriteTarget"]

@@ -1,7 +1,7 @@
 """Which files are dependency manifests, and the directory each governs: path rules only.
 
 Apart from the readers in ``engine.ingest.manifests``, which import ``packaging`` and the range
-grammars (~40 ms): every ingest asks these questions of every file, and most read no manifest.
+grammars (~50 ms to import): every ingest asks these questions of every file, and most read no manifest.
 """
 
 from __future__ import annotations

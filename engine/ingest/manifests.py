@@ -1,10 +1,10 @@
-"""Dependency ranges declared by package manifests, and which files each manifest covers.
+"""Dependency ranges declared by package manifests.
 
 ``constraints_in_manifest(path, text)`` reads one manifest into ``sdk_dependency``
-constraints (node-semver ranges, see ``engine.ingest.versions``); which files are manifests and
-the directory each governs is ``engine.ingest.manifest_paths``. Which manifests govern a file (the nearest of
-each kind) is resolved in SQL at query time (``quarry.governing_manifests``), so a
-changed manifest re-scopes every file under it without re-ingesting them.
+constraints (node-semver ranges, see ``engine.ingest.versions``); which files are manifests,
+and the directory each governs, is ``engine.ingest.manifest_paths``. Which manifests govern a
+file (the nearest of each kind) is resolved in SQL at query time (``quarry.governing_manifests``),
+so a changed manifest re-scopes every file under it without re-ingesting them.
 
 =========================  ==============================================================
 manifest                   sections read (origin is ``<file>:<section>``)
