@@ -72,6 +72,270 @@ create trigger documents_facets_update after update on quarry.documents
     referencing old table as old_documents new table as new_documents
     for each statement execute function quarry.count_document_facets();
 
+-- Version facet counts per source (quarry.version_facet_counts) depend on documents' paths, manifests and
+-- version constraints together: a manifest changed in one directory changes what every document below it
+-- inherits. So writes do not adjust them; they mark the source stale (in the writing transaction, so a
+-- reader's snapshot never pairs new rows with old counts), quarry.facet_values computes a stale source's
+-- version facets live, and quarry.refresh_version_facet_counts recounts it.
+
+create or replace function quarry.mark_version_facets_stale() returns trigger
+language plpgsql
+set search_path = quarry, pg_catalog
+as $$
+begin
+    -- a document's content does not change what it inherits; its path (or source) does
+    if tg_op = 'UPDATE' and tg_table_name = 'documents' then  -- nested: only documents have these columns
+        if not exists (select 1 from old_rows o join new_rows n on n.id = o.id
+                       where n.path is distinct from o.path or n.source_id is distinct from o.source_id) then
+            return null;
+        end if;
+    end if;
+    -- on conflict, update rather than do nothing: the row lock makes a refresh that would clear the
+    -- mark wait for (or skip) this transaction, whose writes it cannot see yet
+    if tg_op in ('INSERT', 'UPDATE') then
+        insert into quarry.version_facets_stale (source_id)
+        select distinct n.source_id from new_rows n
+        where exists (select 1 from quarry.sources s where s.id = n.source_id)
+        on conflict (source_id) do update set source_id = excluded.source_id;
+    end if;
+    if tg_op in ('DELETE', 'UPDATE') then
+        insert into quarry.version_facets_stale (source_id)
+        select distinct o.source_id from old_rows o
+        where exists (select 1 from quarry.sources s where s.id = o.source_id)  -- not a cascade from a dropped source
+        on conflict (source_id) do update set source_id = excluded.source_id;
+    end if;
+    return null;
+end
+$$;
+
+comment on function quarry.mark_version_facets_stale() is
+'Trigger: mark the sources of inserted, updated or deleted documents, manifests and version constraints in quarry.version_facets_stale.';
+
+do $$
+declare
+    watched constant text[] := array['documents', 'manifests', 'version_constraints'];
+    tbl text;
+begin
+    foreach tbl in array watched loop
+        execute format('drop trigger if exists %I on quarry.%I', tbl || '_version_facets_insert', tbl);
+        execute format('create trigger %I after insert on quarry.%I referencing new table as new_rows '
+                       'for each statement execute function quarry.mark_version_facets_stale()',
+                       tbl || '_version_facets_insert', tbl);
+        execute format('drop trigger if exists %I on quarry.%I', tbl || '_version_facets_delete', tbl);
+        execute format('create trigger %I after delete on quarry.%I referencing old table as old_rows '
+                       'for each statement execute function quarry.mark_version_facets_stale()',
+                       tbl || '_version_facets_delete', tbl);
+        execute format('drop trigger if exists %I on quarry.%I', tbl || '_version_facets_update', tbl);
+        execute format('create trigger %I after update on quarry.%I '
+                       'referencing old table as old_rows new table as new_rows '
+                       'for each statement execute function quarry.mark_version_facets_stale()',
+                       tbl || '_version_facets_update', tbl);
+    end loop;
+end
+$$;
+
+create or replace function quarry.directory_version_names(source_ids bigint[])
+returns table (source_id bigint, scope text, facet text, name text)
+language sql stable
+set search_path = quarry, pg_catalog
+as $$
+    -- A document inherits the names its governing manifests state (quarry.governing_manifests: per kind,
+    -- the nearest enclosing manifest directory's), which depend only on the deepest manifest directory
+    -- above it: so per directory, not per document.
+    select distinct inherited.source_id, inherited.scope, vc.facet, vc.name
+    from (
+        select md.source_id, md.scope, m.document_id,
+               rank() over (partition by md.source_id, md.scope, m.kind order by length(m.scope) desc) as nearness
+        from (select distinct m.source_id, m.scope from quarry.manifests m
+              where m.source_id = any (source_ids)) md
+        join quarry.manifests m on m.source_id = md.source_id
+         and (m.scope = '' or m.scope = md.scope or starts_with(md.scope, m.scope || '/'))
+    ) inherited
+    join quarry.version_constraints vc on vc.document_id = inherited.document_id
+    where inherited.nearness = 1 and vc.name <> ''
+$$;
+
+comment on function quarry.directory_version_names(bigint[]) is
+'Per manifest directory of the given sources, the version names (facet, name) every document whose deepest manifest directory it is inherits.';
+
+create or replace function quarry.computed_version_facet_counts(source_ids bigint[])
+returns table (source_id bigint, facet text, name text, documents bigint)
+language sql stable
+set search_path = quarry, pg_catalog
+as $$
+    with manifest_directories as materialized (
+        select distinct m.source_id, m.scope from quarry.manifests m where m.source_id = any (source_ids)
+    ),
+    directory_names as materialized (
+        select * from quarry.directory_version_names(source_ids)
+    ),
+    -- documents under each directory, minus those under the directories right below it; a path prefix
+    -- is a byte range, read from the (source_id, path collate "C") index
+    directories_under as materialized (
+        select md.source_id, md.scope,
+               case when md.scope = '' then
+                   (select coalesce(sum(fc.documents), 0) from quarry.facet_counts fc
+                    where fc.source_id = md.source_id and fc.facet = 'content_type')
+               else
+                   (select count(*) from quarry.documents d
+                    where d.source_id = md.source_id
+                      and d.path collate "C" >= md.scope || '/' and d.path collate "C" < md.scope || '0'
+                      and starts_with(d.path, md.scope || '/'))
+               end as documents
+        from manifest_directories md
+    ),
+    directory_parents as (  -- the nearest directory holding manifests above each one
+        select distinct on (child.source_id, child.scope) child.source_id, child.scope, parent.scope as parent
+        from manifest_directories child
+        join manifest_directories parent on parent.source_id = child.source_id and parent.scope <> child.scope
+         and (parent.scope = '' or starts_with(child.scope, parent.scope || '/'))
+        order by child.source_id, child.scope, length(parent.scope) desc
+    ),
+    nested_documents as (
+        select dp.source_id, dp.parent as scope, sum(du.documents) as documents
+        from directory_parents dp
+        join directories_under du on du.source_id = dp.source_id and du.scope = dp.scope
+        group by 1, 2
+    ),
+    -- materialized: the planner, guessing one row per directory, re-ran nested_documents per directory name
+    directory_documents as materialized (  -- documents whose deepest manifest directory each directory is
+        select du.source_id, du.scope, du.documents - coalesce(nd.documents, 0) as documents
+        from directories_under du
+        left join nested_documents nd on nd.source_id = du.source_id and nd.scope = du.scope
+    ),
+    stating_documents as materialized (  -- the documents with version names of their own, and their directory
+        select distinct on (d.id) d.id, d.source_id, md.scope
+        from (select distinct vc.document_id from quarry.version_constraints vc
+              where vc.source_id = any (source_ids) and vc.name <> '') stated
+        join quarry.documents d on d.id = stated.document_id
+        left join manifest_directories md on md.source_id = d.source_id
+              and (md.scope = '' or starts_with(d.path, md.scope || '/'))
+        order by d.id, length(md.scope) desc nulls last
+    ),
+    counted as (
+        select dd.source_id, dn.facet, dn.name, dd.documents
+        from directory_documents dd
+        join directory_names dn on dn.source_id = dd.source_id and dn.scope = dd.scope
+        union all
+        -- the names documents state that their directory does not already give them
+        select sd.source_id, vc.facet, vc.name, count(distinct sd.id)
+        from stating_documents sd
+        join quarry.version_constraints vc on vc.document_id = sd.id
+        left join directory_names dn on dn.source_id = sd.source_id and dn.scope = sd.scope
+                                    and dn.facet = vc.facet and dn.name = vc.name
+        where vc.name <> '' and dn.name is null
+        group by 1, 2, 3
+    )
+    select c.source_id, c.facet, c.name, sum(c.documents)::bigint
+    from counted c
+    group by 1, 2, 3
+    having sum(c.documents) > 0
+$$;
+
+comment on function quarry.computed_version_facet_counts(bigint[]) is
+'Documents per (source, version facet, name) in the given sources, computed from the corpus: a document counts for the names it states and those its governing manifests state (what quarry.version_facet_counts keeps).';
+
+create or replace function quarry.total_version_facets() returns trigger
+language plpgsql
+set search_path = quarry, pg_catalog
+as $$
+declare
+    changes jsonb;
+begin
+    -- totals span sources, whose writers otherwise run concurrently: one at a time (the lock is taken
+    -- first by the refresh and by document writes, so it never waits here while holding these rows)
+    perform quarry.lock_corpus_statistics();
+    -- a statement's transition table exists only for the event that defines it
+    if tg_op = 'INSERT' then
+        select jsonb_agg(jsonb_build_object('facet', n.facet, 'name', n.name, 'delta', n.documents))
+        into changes from new_rows n;
+    else
+        select jsonb_agg(jsonb_build_object('facet', o.facet, 'name', o.name, 'delta', -o.documents))
+        into changes from old_rows o;
+    end if;
+    with per_name as (
+        select c.facet, c.name, sum(c.delta) as delta
+        from jsonb_to_recordset(coalesce(changes, '[]')) as c (facet text, name text, delta bigint)
+        group by 1, 2 having sum(c.delta) <> 0
+    ),
+    updated as (
+        update quarry.version_facet_totals t set documents = t.documents + p.delta
+        from per_name p where t.facet = p.facet and t.name = p.name
+        returning t.facet, t.name
+    )
+    insert into quarry.version_facet_totals (facet, name, documents)
+    select p.facet, p.name, p.delta from per_name p
+    where not exists (select 1 from updated u where u.facet = p.facet and u.name = p.name);
+    delete from quarry.version_facet_totals where documents <= 0;
+    return null;
+end
+$$;
+
+comment on function quarry.total_version_facets() is
+'Trigger: keep quarry.version_facet_totals (documents per version facet and name, over every source) in step with quarry.version_facet_counts.';
+
+-- transition tables are named per event, so one trigger per event
+drop trigger if exists version_facet_counts_insert on quarry.version_facet_counts;
+create trigger version_facet_counts_insert after insert on quarry.version_facet_counts
+    referencing new table as new_rows
+    for each statement execute function quarry.total_version_facets();
+drop trigger if exists version_facet_counts_delete on quarry.version_facet_counts;
+create trigger version_facet_counts_delete after delete on quarry.version_facet_counts
+    referencing old table as old_rows
+    for each statement execute function quarry.total_version_facets();
+
+create or replace function quarry.version_facet_counts_truncated() returns trigger
+language plpgsql
+set search_path = quarry, pg_catalog
+as $$
+begin
+    truncate quarry.version_facet_totals;
+    return null;
+end
+$$;
+
+comment on function quarry.version_facet_counts_truncated() is
+'Trigger: a truncate of quarry.version_facet_counts (e.g. cascading from sources) empties the totals too.';
+
+drop trigger if exists version_facet_counts_truncated on quarry.version_facet_counts;
+create trigger version_facet_counts_truncated after truncate on quarry.version_facet_counts
+    for each statement execute function quarry.version_facet_counts_truncated();
+
+create or replace function quarry.refresh_version_facet_counts(source_ids bigint[] default null) returns bigint
+language plpgsql volatile
+set search_path = quarry, pg_catalog
+as $$
+declare
+    refreshed bigint[];
+    rows_written bigint;
+begin
+    if not exists (select 1 from quarry.version_facets_stale st
+                   where source_ids is null or st.source_id = any (source_ids)) then
+        return 0;  -- the common end of an ingest that changed no version facet: no lock taken
+    end if;
+    -- the totals this changes are shared by every source's writers (quarry.total_version_facets)
+    perform quarry.lock_corpus_statistics();
+    -- a mark another transaction holds (it is writing that source) is skipped: the counts computed here
+    -- could not see its writes; the source stays stale until a refresh after it commits
+    with claimed as (
+        delete from quarry.version_facets_stale st
+        where st.source_id in (select s.source_id from quarry.version_facets_stale s
+                               where source_ids is null or s.source_id = any (source_ids)
+                               for update skip locked)
+        returning st.source_id
+    )
+    select coalesce(array_agg(c.source_id), '{}') into refreshed from claimed c;
+    delete from quarry.version_facet_counts vfc where vfc.source_id = any (refreshed);
+    insert into quarry.version_facet_counts (source_id, facet, name, documents)
+    select c.source_id, c.facet, c.name, c.documents from quarry.computed_version_facet_counts(refreshed) c;
+    get diagnostics rows_written = row_count;
+    return rows_written;
+end
+$$;
+
+comment on function quarry.refresh_version_facet_counts(bigint[]) is
+'Recount quarry.version_facet_counts for the stale sources among source_ids (null: every stale source) and clear their marks; returns the rows written.';
+
 create or replace function quarry.facet_values(
     facet text default null,
     filters jsonb default null,
@@ -80,6 +344,9 @@ create or replace function quarry.facet_values(
 ) returns table (facet_key text, facet_value text, documents bigint, total_values bigint)
 language plpgsql stable
 set search_path = quarry, pg_catalog
+-- One plan for every call: each branch is gated by a flag the executor checks once, and a custom
+-- plan per call (the default here) cost ~4 ms of planning, more than reading the counts
+set plan_cache_mode = force_generic_plan
 as $$
 declare
     source_facets constant text[] := array['source_slug', 'kind', 'attribution', 'verified'];
@@ -91,6 +358,8 @@ declare
     wanted text[];
     resolved jsonb;
     needs_scan boolean;
+    -- no filter and no stale source: version facets are read from the totals over every source
+    version_totals boolean;
     -- which per-document checks the filters need: a check without its rule passes every document, and each
     -- costs a function call per document (they do not inline), so one without a rule is not called
     facet_rules boolean := coalesce(filters ?| document_facets, false);
@@ -108,6 +377,7 @@ begin
     resolved := quarry.resolve_version_filters(filters);
     -- counts can be read only when every filter is source-level (or there is none)
     needs_scan := exists (select 1 from jsonb_object_keys(coalesce(filters, '{}')) k where not k = any (source_facets));
+    version_totals := coalesce(filters, '{}') = '{}' and not exists (select 1 from quarry.version_facets_stale);
 
     return query
     with allowed_sources as materialized (
@@ -142,58 +412,34 @@ begin
         from matching_documents m
         where 'chunk_kind' = any (wanted)
     ),
-    -- Version facets. A document inherits the names its governing manifests state (quarry.governing_manifests:
-    -- per kind, the nearest enclosing manifest directory's), which depend only on the deepest manifest directory
-    -- above it; so documents are counted per directory, and only those stating names themselves one by one.
+    -- Version facets. Unfiltered (or source-filtered) they are read from quarry.version_facet_counts, or
+    -- computed live for a source whose counts are stale (quarry.version_facets_stale); filtered, each matching
+    -- document is counted under its deepest manifest directory, whose inherited names it has, and documents
+    -- stating names themselves one by one.
+    source_documents as materialized (  -- each allowed source's documents (a document has one content type)
+        select fc.source_id, sum(fc.documents) as documents
+        from quarry.facet_counts fc
+        where not needs_scan and wanted && (source_facets || array['deprecated'])
+          and fc.facet = 'content_type' and fc.source_id = any (array(select s.id from allowed_sources s))
+        group by fc.source_id
+    ),
+    stale_sources as materialized (
+        select s.id from allowed_sources s
+        where not needs_scan and not version_totals and wanted && version_facets
+          and exists (select 1 from quarry.version_facets_stale st where st.source_id = s.id)
+    ),
     manifest_directories as materialized (
         select distinct m.source_id, m.scope
         from quarry.manifests m join allowed_sources s on s.id = m.source_id
-        where wanted && version_facets
+        where needs_scan and wanted && version_facets
     ),
     directory_names as materialized (  -- per directory, the names its documents inherit
-        select distinct inherited.source_id, inherited.scope, vc.facet, vc.name
-        from (
-            select md.source_id, md.scope, m.document_id,
-                   rank() over (partition by md.source_id, md.scope, m.kind order by length(m.scope) desc) as nearness
-            from manifest_directories md
-            join quarry.manifests m on m.source_id = md.source_id
-             and (m.scope = '' or m.scope = md.scope or starts_with(md.scope, m.scope || '/'))
-        ) inherited
-        join quarry.version_constraints vc on vc.document_id = inherited.document_id
-        where inherited.nearness = 1 and vc.facet = any (wanted) and vc.name <> ''
+        select dn.source_id, dn.scope, dn.facet, dn.name
+        from quarry.directory_version_names(array(select s.id from allowed_sources s)) dn
+        where needs_scan and wanted && version_facets  -- checked once: otherwise not called at all
+          and dn.facet = any (wanted)
     ),
-    -- unfiltered: documents under each directory, minus those under the directories right below it; a path
-    -- prefix is a byte range, read from the (source_id, path collate "C") index where there is one
-    directories_under as materialized (
-        select md.source_id, md.scope,
-               case when md.scope = '' then
-                   (select coalesce(sum(fc.documents), 0) from quarry.facet_counts fc
-                    where fc.source_id = md.source_id and fc.facet = 'content_type')
-               else
-                   (select count(*) from quarry.documents d
-                    where d.source_id = md.source_id
-                      and d.path collate "C" >= md.scope || '/' and d.path collate "C" < md.scope || '0'
-                      and starts_with(d.path, md.scope || '/'))
-               end as documents
-        from manifest_directories md
-        where not needs_scan
-    ),
-    directory_parents as (  -- the nearest directory holding manifests above each one
-        select distinct on (child.source_id, child.scope) child.source_id, child.scope, parent.scope as parent
-        from manifest_directories child
-        join manifest_directories parent on parent.source_id = child.source_id and parent.scope <> child.scope
-         and (parent.scope = '' or starts_with(child.scope, parent.scope || '/'))
-        where not needs_scan
-        order by child.source_id, child.scope, length(parent.scope) desc
-    ),
-    nested_documents as (
-        select dp.source_id, dp.parent as scope, sum(du.documents) as documents
-        from directory_parents dp
-        join directories_under du on du.source_id = dp.source_id and du.scope = dp.scope
-        group by 1, 2
-    ),
-    -- filtered: each matching document under its deepest manifest directory
-    nearest_directories as materialized (
+    nearest_directories as materialized (  -- each matching document under its deepest manifest directory
         select distinct on (m.id) m.id, m.source_id, md.scope
         from matching_documents m
         join manifest_directories md on md.source_id = m.source_id
@@ -201,34 +447,20 @@ begin
         where needs_scan
         order by m.id, length(md.scope) desc
     ),
-    directory_documents as (  -- documents whose deepest manifest directory each directory is
-        select du.source_id, du.scope, du.documents - coalesce(nd.documents, 0) as documents
-        from directories_under du
-        left join nested_documents nd on nd.source_id = du.source_id and nd.scope = du.scope
-        union all
-        select n.source_id, n.scope, count(*)
+    directory_documents as (
+        select n.source_id, n.scope, count(*) as documents
         from nearest_directories n
         group by 1, 2
     ),
-    stating_documents as materialized (  -- the documents with version names of their own, and their directory
-        select distinct on (stating.id) stating.id, stating.source_id, md.scope
-        from (
-            select d.id, d.source_id, d.path
-            from (select distinct vc.document_id
-                  from allowed_sources s join quarry.version_constraints vc on vc.source_id = s.id
-                  where not needs_scan and vc.facet = any (wanted) and vc.name <> '') stated
-            join quarry.documents d on d.id = stated.document_id
-            where wanted && version_facets
-            union all
-            select m.id, m.source_id, m.path
-            from matching_documents m
-            where needs_scan and wanted && version_facets
-              and exists (select 1 from quarry.version_constraints vc
-                          where vc.document_id = m.id and vc.facet = any (wanted) and vc.name <> '')
-        ) stating
-        left join manifest_directories md on md.source_id = stating.source_id
-              and (md.scope = '' or starts_with(stating.path, md.scope || '/'))
-        order by stating.id, length(md.scope) desc nulls last
+    stating_documents as materialized (  -- the matching documents with version names of their own, and their directory
+        select distinct on (m.id) m.id, m.source_id, md.scope
+        from matching_documents m
+        left join manifest_directories md on md.source_id = m.source_id
+              and (md.scope = '' or starts_with(m.path, md.scope || '/'))
+        where needs_scan and wanted && version_facets
+          and exists (select 1 from quarry.version_constraints vc
+                      where vc.document_id = m.id and vc.facet = any (wanted) and vc.name <> '')
+        order by m.id, length(md.scope) desc nulls last
     ),
     stated_names as (  -- the names documents state that their directory does not already give them
         select vc.facet, vc.name, count(distinct sd.id) as documents
@@ -256,18 +488,21 @@ begin
         cross join unnest(wanted) k (key)
         where needs_scan and not k.key = any (version_facets || chunk_facets)
         union all
-        -- counted: document facets from facet_counts, source facets from per-source totals
-        select fc.facet, fc.value, fc.documents
-        from quarry.facet_counts fc join allowed_sources s on s.id = fc.source_id
+        -- counted: document facets from facet_counts, source facets from per-source totals (the counts
+        -- of each source's rows are summed as they are read: hundreds of sources hold tens of thousands)
+        select fc.facet, fc.value, sum(fc.documents)
+        from quarry.facet_counts fc
         where not needs_scan and fc.facet = any (wanted) and fc.facet <> 'deprecated'
+          and fc.source_id = any (array(select s.id from allowed_sources s))
+        group by fc.facet, fc.value
         union all
         select k.key, case k.key
                    when 'source_slug' then s.slug when 'kind' then s.kind
                    when 'attribution' then s.attribution when 'verified' then s.verified::text
                    when 'deprecated' then 'true' end,
-               coalesce((select sum(fc.documents) from quarry.facet_counts fc
-                         where fc.source_id = s.id and fc.facet = 'content_type'), 0)
+               coalesce(sd.documents, 0)
         from allowed_sources s
+        left join source_documents sd on sd.source_id = s.id
         cross join unnest(wanted) k (key)
         where not needs_scan and k.key = any (source_facets || array['deprecated'])
           and (k.key <> 'deprecated' or s.deprecated)
@@ -277,7 +512,26 @@ begin
         from quarry.facet_counts fc join allowed_sources s on s.id = fc.source_id
         where not needs_scan and 'deprecated' = any (wanted) and fc.facet = 'deprecated' and not s.deprecated
         union all
-        -- version facets: the names documents inherit, per directory (summed here: a row per directory and name)
+        -- version facets, counted: over every source, the totals; otherwise kept per source, computed for
+        -- the stale ones
+        select t.facet, t.name, t.documents
+        from quarry.version_facet_totals t
+        where version_totals and t.facet = any (wanted)
+        union all
+        select vfc.facet, vfc.name, sum(vfc.documents)
+        from quarry.version_facet_counts vfc
+        where not needs_scan and not version_totals and vfc.facet = any (wanted)
+          and vfc.source_id = any (array(select s.id from allowed_sources s
+                                         where not exists (select 1 from stale_sources st where st.id = s.id)))
+        group by vfc.facet, vfc.name
+        union all
+        select computed.facet, computed.name, computed.documents
+        from quarry.computed_version_facet_counts(array(select st.id from stale_sources st)) computed
+        -- a one-time check: the function is not called at all (a few ms) when no source is stale
+        where exists (select 1 from stale_sources) and computed.facet = any (wanted)
+        union all
+        -- version facets, scanned: the names documents inherit, per directory (summed here: a row per directory
+        -- and name), and those they state themselves
         select dn.facet, dn.name, sum(dd.documents)
         from directory_documents dd
         join directory_names dn on dn.source_id = dd.source_id and dn.scope = dd.scope
@@ -321,7 +575,7 @@ end
 $$;
 
 comment on function quarry.facet_values(text, jsonb, text, int) is
-'Values of one facet (null: every facet but chunk_kind, which reads the chunks and is counted when named) with document counts, under a filters object and an optional case-insensitive prefix; the top lim per facet plus how many values exist. Unfiltered counts come from quarry.facet_counts, version facets per manifest directory.';
+'Values of one facet (null: every facet but chunk_kind, which reads the chunks and is counted when named) with document counts, under a filters object and an optional case-insensitive prefix; the top lim per facet plus how many values exist. Unfiltered counts come from quarry.facet_counts and quarry.version_facet_counts.';
 
 create or replace function quarry.rebuild_facet_counts() returns bigint
 language plpgsql volatile
@@ -341,9 +595,18 @@ begin
     where f.value is not null
     group by 1, 2, 3;
     get diagnostics rows_written = row_count;
+    insert into quarry.version_facets_stale (source_id) select s.id from quarry.sources s on conflict do nothing;
+    perform quarry.refresh_version_facet_counts();
+    -- the triggers keep totals by difference: a total that drifted stays off until recounted
+    delete from quarry.version_facet_totals;
+    insert into quarry.version_facet_totals (facet, name, documents)
+    select vfc.facet, vfc.name, sum(vfc.documents) from quarry.version_facet_counts vfc group by 1, 2;
     return rows_written;
 end
 $$;
 
 comment on function quarry.rebuild_facet_counts() is
-'Recompute quarry.facet_counts from the documents (quarry reindex); returns the number of (source, facet, value) rows.';
+'Recompute quarry.facet_counts, quarry.version_facet_counts and their totals from the corpus (quarry reindex); returns the number of (source, facet, value) rows of the first.';
+
+-- counts a migration (or a write outside an ingest) left stale are recounted on every migrate
+select quarry.refresh_version_facet_counts();

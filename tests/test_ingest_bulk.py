@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -132,6 +133,9 @@ def test_concurrent_ingests_replacing_documents_keep_every_statistic_exact(
     so nothing deadlocks, and term, corpus and facet counts end as a recount finds them."""
     stand_in = StandIn()
     roots = {slug: _write_big_corpus(tmp_path / slug) for slug in ("left", "right")}
+    for slug, root in roots.items():  # names both sources' documents inherit: totals both runs update
+        (root / "package.json").write_text(json.dumps({"dependencies": {"react": "^18", slug: "^1"}}))
+        (root / "docs/second/package.json").write_text(json.dumps({"dependencies": {"react": "^19"}}))
 
     def ingest_all() -> None:
         errors: list[BaseException] = []
@@ -160,13 +164,17 @@ def test_concurrent_ingests_replacing_documents_keep_every_statistic_exact(
     ingest_all()
     _assert_statistics_exact(pool)
     with psycopg.connect(database_url) as conn:
-        kept = conn.execute("select source_id, facet, value, documents from quarry.facet_counts order by 1, 2, 3"
-                            ).fetchall()
+        counts = ("select source_id, facet, value, documents from quarry.facet_counts order by 1, 2, 3",
+                  "select source_id, facet, name, documents from quarry.version_facet_counts order by 1, 2, 3",
+                  "select facet, name, documents from quarry.version_facet_totals order by 1, 2")
+        kept = [conn.execute(query).fetchall() for query in counts]
+        documents = conn.execute("select count(*) from quarry.documents").fetchone()
+        stale = conn.execute("select count(*) from quarry.version_facets_stale").fetchone()
         conn.execute("select quarry.rebuild_facet_counts()")
-        recounted = conn.execute("select source_id, facet, value, documents from quarry.facet_counts"
-                                 " order by 1, 2, 3").fetchall()
+        recounted = [conn.execute(query).fetchall() for query in counts]
         conn.rollback()
-        assert kept == recounted and kept
+        assert kept == recounted and all(kept) and stale == (0,)
+        assert documents is not None and ("sdk_dependency", "react", documents[0]) in kept[2]  # every one has it
         _assert_no_orphans_and_one_vector_per_chunk_per_space(conn)
 
 

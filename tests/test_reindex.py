@@ -30,6 +30,8 @@ SNAPSHOTS = {
     "stats": "select chunk_count, total_length from quarry.text_stats",
     "vectors": "select id, search_vector::text from quarry.chunks order by id",
     "facets": "select source_id, facet, value, documents from quarry.facet_counts order by 1, 2, 3",
+    "version facets": "select source_id, facet, name, documents from quarry.version_facet_counts order by 1, 2, 3",
+    "version totals": "select facet, name, documents from quarry.version_facet_totals order by 1, 2",
     "versions": "select document_id, facet, name, range_text, raw, origin from quarry.version_constraints "
                 "order by 1, 2, 3, 4, 6",
     "manifests": "select document_id, kind, scope from quarry.manifests order by 1",
@@ -55,6 +57,8 @@ def test_reindex_restores_every_derived_table(pool: ConnectionPool, database_url
                      "(select id from quarry.chunks order by id limit 3)")
         conn.execute("update quarry.text_stats set total_length = total_length + 999")
         conn.execute("update quarry.facet_counts set documents = documents + 7")
+        conn.execute("update quarry.version_facet_counts set documents = documents + 2")
+        conn.execute("update quarry.version_facet_totals set documents = documents + 3")
         conn.execute("delete from quarry.version_constraints")
         conn.execute("delete from quarry.manifests")
         conn.execute("delete from quarry.relations")

@@ -4,9 +4,11 @@ Canonical: documents (raw bytes), chunks, vectors. Derived, and rebuilt here:
 
 - ``text``: each chunk's weighted tsvector (a stored generated column, recomputed by
   rewriting the row) and every BM25 posting and statistic (``quarry.rebuild_text_index``);
-- ``facets``: ``quarry.facet_counts`` from the documents;
+- ``facets``: ``quarry.facet_counts`` from the documents, and the version facet counts (per
+  source and in total) from the version constraints;
 - ``versions``: version constraints and manifests, re-extracted from each document's raw
-  bytes (what an improved extractor needs, without re-parsing or re-embedding);
+  bytes (what an improved extractor needs, without re-parsing or re-embedding), and the
+  version facet counts recounted from them;
 - ``relations``: links and imports between documents, re-extracted from the raw bytes
   the same way (and how documents ingested before relations existed get theirs);
 - ``vectors``: every HNSW index and the full-text GIN index, rebuilt with
@@ -90,6 +92,7 @@ def _versions(pool: ConnectionPool) -> int:
             documents.execute("select id, source_id, path, raw from quarry.documents order by source_id, path")
             while batch := documents.fetchmany(_VERSION_BATCH):
                 stored += store_versions(conn, [_stated(row) for row in batch])
+        conn.execute("select quarry.refresh_version_facet_counts()")  # what the new constraints marked stale
     return stored
 
 

@@ -364,10 +364,13 @@ class Ingestor:
                          " else metadata || jsonb_build_object('revision', %(commit)s::text,"
                          "                                     'revision_of', %(repository)s::text) end"
                          " where id = %(id)s", {"commit": commit, "repository": repository, "id": source_id})
+            started = time.perf_counter()
+            # What this run's writes marked stale (a manifest governs every document below it, so
+            # writes mark the source rather than adjust counts) is recounted while it commits.
+            conn.execute("select quarry.refresh_version_facet_counts(array[%s]::bigint[])", (source_id,))
             if rebuild:
-                started = time.perf_counter()
                 conn.execute("select quarry.rebuild_text_index()")
-                summary.write_seconds += time.perf_counter() - started
+            summary.write_seconds += time.perf_counter() - started
         summary.deleted += len(gone_ids)
 
     @staticmethod
