@@ -16,12 +16,13 @@ postings: neither call reads them.
 
 Each round times, through ``engine.corpus.facets.facet_values`` and
 ``engine.retrieval.counting.count_documents``, each case twice, in alternating order: with the
-version facet counts kept per source (``quarry.version_facet_counts``, what a reader sees after
-an ingest), and with every source marked stale (``quarry.version_facets_stale``), which makes
-``quarry.facet_values`` count the version facets live, as it does for a source whose ingest has not
-finished. The two must answer the same: the bench stops if they differ. Printed: p50 / p95 milliseconds of each and live over kept; then what
-keeping the counts costs an ingest (``quarry.refresh_version_facet_counts`` for one stale source,
-as the end of an ingest runs it) and a migrate (every source). Results go to ``OUT/facets.json``.
+version facet counts kept (``quarry.version_facet_combinations`` and their totals, what a reader
+sees after an ingest), and with every source marked stale (``quarry.version_facets_stale``), which
+makes ``quarry.facet_values`` count the version facets live, as it does for a source whose
+ingest has not finished. The two must answer the same: the bench stops if they differ. Printed:
+p50 / p95 milliseconds of each and live over kept; then what keeping the counts costs an ingest
+(``quarry.refresh_version_facet_counts`` for one stale source, as the end of an ingest runs it)
+and a migrate (every source). Results go to ``OUT/facets.json``.
 """
 
 from __future__ import annotations
@@ -135,11 +136,13 @@ class Case:
 def cases(first_slug: str) -> list[Case]:
     one_source: Filters = {"source_slug": {"any_of": [first_slug]}}
     python: Filters = {"language": {"any_of": ["python"]}}
+    code: Filters = {"kind": {"any_of": ["code_repo"]}}
     return [
         Case("facets()", lambda pool: facet_values(pool)),
         Case("facets(sdk_dependency)", lambda pool: facet_values(pool, ["sdk_dependency"])),
         Case("facets(source_slug=one)", lambda pool: facet_values(pool, filters=one_source)),
         Case("facets(language=python)", lambda pool: facet_values(pool, filters=python)),
+        Case("facets(kind=code_repo)", lambda pool: facet_values(pool, filters=code)),
         Case("count()", lambda pool: count_documents(pool, "documents")),
         Case("count(source_slug=one)", lambda pool: count_documents(pool, "documents", filters=one_source)),
         Case("count(language=python)", lambda pool: count_documents(pool, "documents", filters=python)),

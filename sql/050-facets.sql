@@ -1,11 +1,13 @@
 -- Facet discovery: which values each facet takes, and in how many documents, under
 -- the same filters object hybrid_search evaluates (see 015-filters.sql, 016-versions.sql).
 --
--- Document-level facet counts per source live in quarry.facet_counts, kept current by
--- the statement-level triggers below as ingestion writes documents; source-level facets
--- come from quarry.sources. An unfiltered (or source-filtered) facets call therefore
--- reads counts, never the corpus; a filter on a document-level facet or a version rule
--- needs the matching documents themselves, and scans them.
+-- Document-level facet counts per source live in quarry.facet_counts and, per combination of
+-- document facet values, quarry.facet_combinations, kept current by the statement-level triggers
+-- below as ingestion writes documents; source-level facets come from quarry.sources; version
+-- facets from quarry.version_facet_combinations and their totals, recounted per source when its
+-- writes marked it stale. A facets call filtering on source- and document-level facets (or not at
+-- all) therefore reads counts, never the corpus; a version, path, symbol or chunk_kind rule needs
+-- the matching documents themselves, and scans them.
 
 create or replace function quarry.count_document_facets() returns trigger
 language plpgsql
@@ -52,12 +54,38 @@ begin
     where not exists (select 1 from updated u
                       where u.source_id = p.source_id and u.facet = p.facet and u.value = p.value);
     delete from quarry.facet_counts where documents = 0;
+    -- the same changes per combination of values (quarry.facet_combinations), the same way
+    with per_combination as (
+        select c.source_id, c.content_type, c.language, c.package, c.deprecated::boolean as deprecated,
+               sum(c.delta) as delta
+        from jsonb_to_recordset(changes)
+             as c (source_id bigint, content_type text, language text, package text, deprecated text, delta int)
+        where exists (select 1 from quarry.sources s where s.id = c.source_id)
+        group by 1, 2, 3, 4, 5
+        having sum(c.delta) <> 0
+    ),
+    updated as (
+        update quarry.facet_combinations fc set documents = fc.documents + p.delta
+        from per_combination p
+        where fc.source_id = p.source_id and fc.content_type = p.content_type
+          and fc.language is not distinct from p.language and fc.package is not distinct from p.package
+          and fc.deprecated = p.deprecated
+        returning fc.source_id, fc.content_type, fc.language, fc.package, fc.deprecated
+    )
+    insert into quarry.facet_combinations (source_id, content_type, language, package, deprecated, documents)
+    select p.source_id, p.content_type, p.language, p.package, p.deprecated, p.delta
+    from per_combination p
+    where not exists (select 1 from updated u
+                      where u.source_id = p.source_id and u.content_type = p.content_type
+                        and u.language is not distinct from p.language
+                        and u.package is not distinct from p.package and u.deprecated = p.deprecated);
+    delete from quarry.facet_combinations where documents = 0;
     return null;
 end
 $$;
 
 comment on function quarry.count_document_facets() is
-'Trigger: keep quarry.facet_counts (documents per source, facet and value) in step with inserted, updated and deleted documents.';
+'Trigger: keep quarry.facet_counts (documents per source, facet and value) and quarry.facet_combinations (per source and combination of content type, language, package and deprecated) in step with inserted, updated and deleted documents.';
 
 drop trigger if exists documents_facets_insert on quarry.documents;
 create trigger documents_facets_insert after insert on quarry.documents
@@ -72,7 +100,7 @@ create trigger documents_facets_update after update on quarry.documents
     referencing old table as old_documents new table as new_documents
     for each statement execute function quarry.count_document_facets();
 
--- Version facet counts per source (quarry.version_facet_counts) depend on documents' paths, manifests and
+-- Version facet counts (quarry.version_facet_combinations, alembic 0021) depend on documents' paths, manifests and
 -- version constraints together: a manifest changed in one directory changes what every document below it
 -- inherits. So writes do not adjust them; they mark the source stale (in the writing transaction, so a
 -- reader's snapshot never pairs new rows with old counts), quarry.facet_values computes a stale source's
@@ -83,10 +111,13 @@ language plpgsql
 set search_path = quarry, pg_catalog
 as $$
 begin
-    -- a document's content does not change what it inherits; its path (or source) does
+    -- a document's content does not change what it inherits, its path (or source) does; its facet
+    -- values change which combination counts it (quarry.version_facet_combinations)
     if tg_op = 'UPDATE' and tg_table_name = 'documents' then  -- nested: only documents have these columns
         if not exists (select 1 from old_rows o join new_rows n on n.id = o.id
-                       where n.path is distinct from o.path or n.source_id is distinct from o.source_id) then
+                       where (n.path, n.source_id, n.content_type, n.language, n.package, n.deprecated)
+                             is distinct from (o.path, o.source_id, o.content_type, o.language, o.package,
+                                               o.deprecated)) then
             return null;
         end if;
     end if;
@@ -233,7 +264,46 @@ as $$
 $$;
 
 comment on function quarry.computed_version_facet_counts(bigint[]) is
-'Documents per (source, version facet, name) in the given sources, computed from the corpus: a document counts for the names it states and those its governing manifests state (what quarry.version_facet_counts keeps).';
+'Documents per (source, version facet, name) in the given sources, computed from the corpus per manifest directory: a document counts for the names it states and those its governing manifests state (what facets reads for a stale source).';
+
+create or replace function quarry.computed_version_facet_combinations(source_ids bigint[])
+returns table (source_id bigint, combination text[], facet text, name text, documents bigint)
+language sql stable
+set search_path = quarry, pg_catalog
+as $$
+    -- Document by document (what a refresh does for the sources it recounts, not what a reader does):
+    -- each document's names are its deepest manifest directory's and its own, counted once each.
+    with manifest_directories as materialized (
+        select distinct m.source_id, m.scope from quarry.manifests m where m.source_id = any (source_ids)
+    ),
+    directory_names as materialized (
+        select * from quarry.directory_version_names(source_ids)
+    ),
+    placed as materialized (  -- each document under its deepest manifest directory (null: none)
+        select distinct on (d.id) d.id, d.source_id, d.content_type, d.language, d.package, d.deprecated,
+               md.scope
+        from quarry.documents d
+        left join manifest_directories md on md.source_id = d.source_id
+              and (md.scope = '' or starts_with(d.path, md.scope || '/'))
+        where d.source_id = any (source_ids)
+        order by d.id, length(md.scope) desc nulls last
+    ),
+    document_names as (
+        select p.id, p.source_id, dn.facet, dn.name
+        from placed p join directory_names dn on dn.source_id = p.source_id and dn.scope = p.scope
+        union  -- a name the document states and inherits counts once
+        select p.id, p.source_id, vc.facet, vc.name
+        from placed p join quarry.version_constraints vc on vc.document_id = p.id
+        where vc.name <> ''
+    )
+    select n.source_id, array[p.content_type, p.language, p.package, p.deprecated::text], n.facet, n.name,
+           count(*)
+    from document_names n join placed p on p.id = n.id
+    group by 1, 2, 3, 4
+$$;
+
+comment on function quarry.computed_version_facet_combinations(bigint[]) is
+'Documents per (source, combination: array[content type, language, package, deprecated], version facet, name) in the given sources, computed document by document (what quarry.version_facet_combinations keeps).';
 
 create or replace function quarry.total_version_facets() returns trigger
 language plpgsql
@@ -247,12 +317,31 @@ begin
     perform quarry.lock_corpus_statistics();
     -- a statement's transition table exists only for the event that defines it
     if tg_op = 'INSERT' then
-        select jsonb_agg(jsonb_build_object('facet', n.facet, 'name', n.name, 'delta', n.documents))
+        select jsonb_agg(jsonb_build_object('combination', n.combination, 'facet', n.facet, 'name', n.name,
+                                            'delta', n.documents))
         into changes from new_rows n;
     else
-        select jsonb_agg(jsonb_build_object('facet', o.facet, 'name', o.name, 'delta', -o.documents))
+        select jsonb_agg(jsonb_build_object('combination', o.combination, 'facet', o.facet, 'name', o.name,
+                                            'delta', -o.documents))
         into changes from old_rows o;
     end if;
+    with per_name as (
+        select c.combination, c.facet, c.name, sum(c.delta) as delta
+        from jsonb_to_recordset(coalesce(changes, '[]'))
+             as c (combination text[], facet text, name text, delta bigint)
+        group by 1, 2, 3 having sum(c.delta) <> 0
+    ),
+    updated as (
+        update quarry.version_facet_combination_totals t set documents = t.documents + p.delta
+        from per_name p where t.facet = p.facet and t.name = p.name and t.combination = p.combination
+        returning t.combination, t.facet, t.name
+    )
+    insert into quarry.version_facet_combination_totals (combination, facet, name, documents)
+    select p.combination, p.facet, p.name, p.delta from per_name p
+    where not exists (select 1 from updated u
+                      where u.facet = p.facet and u.name = p.name and u.combination = p.combination);
+    delete from quarry.version_facet_combination_totals where documents <= 0;
+    -- and per name alone
     with per_name as (
         select c.facet, c.name, sum(c.delta) as delta
         from jsonb_to_recordset(coalesce(changes, '[]')) as c (facet text, name text, delta bigint)
@@ -272,34 +361,34 @@ end
 $$;
 
 comment on function quarry.total_version_facets() is
-'Trigger: keep quarry.version_facet_totals (documents per version facet and name, over every source) in step with quarry.version_facet_counts.';
+'Trigger: keep quarry.version_facet_totals (documents per version facet and name, over every source) and quarry.version_facet_combination_totals (per combination too) in step with quarry.version_facet_combinations.';
 
 -- transition tables are named per event, so one trigger per event
-drop trigger if exists version_facet_counts_insert on quarry.version_facet_counts;
-create trigger version_facet_counts_insert after insert on quarry.version_facet_counts
+drop trigger if exists version_facet_combinations_insert on quarry.version_facet_combinations;
+create trigger version_facet_combinations_insert after insert on quarry.version_facet_combinations
     referencing new table as new_rows
     for each statement execute function quarry.total_version_facets();
-drop trigger if exists version_facet_counts_delete on quarry.version_facet_counts;
-create trigger version_facet_counts_delete after delete on quarry.version_facet_counts
+drop trigger if exists version_facet_combinations_delete on quarry.version_facet_combinations;
+create trigger version_facet_combinations_delete after delete on quarry.version_facet_combinations
     referencing old table as old_rows
     for each statement execute function quarry.total_version_facets();
 
-create or replace function quarry.version_facet_counts_truncated() returns trigger
+create or replace function quarry.version_facet_combinations_truncated() returns trigger
 language plpgsql
 set search_path = quarry, pg_catalog
 as $$
 begin
-    truncate quarry.version_facet_totals;
+    truncate quarry.version_facet_totals, quarry.version_facet_combination_totals;
     return null;
 end
 $$;
 
-comment on function quarry.version_facet_counts_truncated() is
-'Trigger: a truncate of quarry.version_facet_counts (e.g. cascading from sources) empties the totals too.';
+comment on function quarry.version_facet_combinations_truncated() is
+'Trigger: a truncate of quarry.version_facet_combinations (e.g. cascading from sources) empties the totals too.';
 
-drop trigger if exists version_facet_counts_truncated on quarry.version_facet_counts;
-create trigger version_facet_counts_truncated after truncate on quarry.version_facet_counts
-    for each statement execute function quarry.version_facet_counts_truncated();
+drop trigger if exists version_facet_combinations_truncated on quarry.version_facet_combinations;
+create trigger version_facet_combinations_truncated after truncate on quarry.version_facet_combinations
+    for each statement execute function quarry.version_facet_combinations_truncated();
 
 create or replace function quarry.refresh_version_facet_counts(source_ids bigint[] default null) returns bigint
 language plpgsql volatile
@@ -325,16 +414,17 @@ begin
         returning st.source_id
     )
     select coalesce(array_agg(c.source_id), '{}') into refreshed from claimed c;
-    delete from quarry.version_facet_counts vfc where vfc.source_id = any (refreshed);
-    insert into quarry.version_facet_counts (source_id, facet, name, documents)
-    select c.source_id, c.facet, c.name, c.documents from quarry.computed_version_facet_counts(refreshed) c;
+    delete from quarry.version_facet_combinations vfc where vfc.source_id = any (refreshed);
+    insert into quarry.version_facet_combinations (source_id, combination, facet, name, documents)
+    select c.source_id, c.combination, c.facet, c.name, c.documents
+    from quarry.computed_version_facet_combinations(refreshed) c;
     get diagnostics rows_written = row_count;
     return rows_written;
 end
 $$;
 
 comment on function quarry.refresh_version_facet_counts(bigint[]) is
-'Recount quarry.version_facet_counts for the stale sources among source_ids (null: every stale source) and clear their marks; returns the rows written.';
+'Recount quarry.version_facet_combinations for the stale sources among source_ids (null: every stale source) and clear their marks; returns the rows written.';
 
 create or replace function quarry.facet_values(
     facet text default null,
@@ -360,6 +450,12 @@ declare
     needs_scan boolean;
     -- no filter and no stale source: version facets are read from the totals over every source
     version_totals boolean;
+    -- only source- and document-level facet rules (and no chunk facet wanted): counted from the
+    -- combinations of document facet values the rules allow, not from the matching documents
+    by_combination boolean;
+    -- by combination over every source, nothing stale and no source deprecated (which would make its
+    -- documents' combinations differ from their own): version facets from the totals per combination
+    combination_totals boolean;
     -- which per-document checks the filters need: a check without its rule passes every document, and each
     -- costs a function call per document (they do not inline), so one without a rule is not called
     facet_rules boolean := coalesce(filters ?| document_facets, false);
@@ -375,20 +471,52 @@ begin
     end if;
     wanted := case when facet is null then source_facets || document_facets || version_facets else array[facet] end;
     resolved := quarry.resolve_version_filters(filters);
-    -- counts can be read only when every filter is source-level (or there is none)
+    -- a rule beyond the source level: counted from the documents, or (by_combination) their combinations
     needs_scan := exists (select 1 from jsonb_object_keys(coalesce(filters, '{}')) k where not k = any (source_facets));
     version_totals := coalesce(filters, '{}') = '{}' and not exists (select 1 from quarry.version_facets_stale);
+    by_combination := needs_scan and not version_rules and not location_rules and not 'chunk_kind' = any (wanted);
+    combination_totals := by_combination and not filters ?| source_facets
+        and not exists (select 1 from quarry.version_facets_stale)
+        and not exists (select 1 from quarry.sources s where s.deprecated);
 
     return query
     with allowed_sources as materialized (
         select s.* from quarry.sources s
         join quarry.filtered_source_ids(filters) a on a.id = s.id
     ),
+    -- sources whose version facet counts are stale: counted from their documents, the others from the counts
+    stale_sources as materialized (
+        select s.id from allowed_sources s
+        where ((not needs_scan and not version_totals) or by_combination) and wanted && version_facets
+          and exists (select 1 from quarry.version_facets_stale st where st.source_id = s.id)
+    ),
     -- the facet rules, checked once per combination of facet values the documents have rather than per document
     facet_value_sets as materialized (
         select v.key
         from quarry.allowed_facet_values(filters, array(select s.id from allowed_sources s)) v(key)
-        where facet_rules
+        where facet_rules and (not by_combination or exists (select 1 from stale_sources))  -- checked once
+    ),
+    -- By combination: the allowed sources' combinations of document facet values (as stored, and as the
+    -- rules see them: deprecated counts the source's mark too), the rules checked once per distinct values
+    source_combinations as materialized (
+        select c.source_id, array[c.content_type, c.language, c.package, c.deprecated::text] as combination,
+               array[c.content_type, c.language, c.package, (c.deprecated or s.deprecated)::text] as seen,
+               s.slug, s.kind, s.attribution, s.verified::text as verified, c.documents,
+               exists (select 1 from stale_sources st where st.id = s.id) as stale
+        from allowed_sources s join quarry.facet_combinations c on c.source_id = s.id
+        where by_combination
+    ),
+    allowed_values as materialized (
+        select v.seen
+        from (select distinct sc.seen from source_combinations sc offset 0) v  -- offset: the check stays out here
+        where quarry.chunk_allowed(filters, v.seen[1], v.seen[2], v.seen[3], v.seen[4]::boolean)
+    ),
+    allowed_combinations as materialized (
+        select sc.* from source_combinations sc where sc.seen in (select v.seen from allowed_values v)
+    ),
+    counted_combinations as materialized (  -- those whose version facets are kept (not stale)
+        select ac.source_id, ac.combination from allowed_combinations ac
+        where by_combination and not combination_totals and wanted && version_facets and not ac.stale
     ),
     matching_documents as materialized (
         select d.id, d.source_id, d.path, s.slug, s.kind, s.attribution, s.verified::text as verified,
@@ -401,6 +529,8 @@ begin
             from quarry.documents d where d.source_id = s.id offset 0
         ) d
         where (needs_scan or 'chunk_kind' = any (wanted))
+          -- counted by combination: only the stale sources' documents are read (for their version facets)
+          and (not by_combination or exists (select 1 from stale_sources st where st.id = s.id))
           and (not facet_rules
                or jsonb_build_array(d.content_type, d.language, d.package, d.deprecated or s.deprecated)
                   in (select v.key from facet_value_sets v))
@@ -412,10 +542,11 @@ begin
         from matching_documents m
         where 'chunk_kind' = any (wanted)
     ),
-    -- Version facets. Unfiltered (or source-filtered) they are read from quarry.version_facet_counts, or
-    -- computed live for a source whose counts are stale (quarry.version_facets_stale); filtered, each matching
-    -- document is counted under its deepest manifest directory, whose inherited names it has, and documents
-    -- stating names themselves one by one.
+    -- Version facets. Unfiltered, or filtered on source and document facets only, they are read from the
+    -- counts (quarry.version_facet_totals, or quarry.version_facet_combinations per source), or computed
+    -- live for a source whose counts are stale (quarry.version_facets_stale); under any other rule, each
+    -- matching document is counted under its deepest manifest directory, whose inherited names it has,
+    -- and documents stating names themselves one by one.
     source_documents as materialized (  -- each allowed source's documents (a document has one content type)
         select fc.source_id, sum(fc.documents) as documents
         from quarry.facet_counts fc
@@ -423,19 +554,18 @@ begin
           and fc.facet = 'content_type' and fc.source_id = any (array(select s.id from allowed_sources s))
         group by fc.source_id
     ),
-    stale_sources as materialized (
+    scanned_sources as materialized (  -- the sources whose matching documents' version facets are read
         select s.id from allowed_sources s
-        where not needs_scan and not version_totals and wanted && version_facets
-          and exists (select 1 from quarry.version_facets_stale st where st.source_id = s.id)
+        where needs_scan and wanted && version_facets
+          and (not by_combination or exists (select 1 from stale_sources st where st.id = s.id))
     ),
     manifest_directories as materialized (
         select distinct m.source_id, m.scope
-        from quarry.manifests m join allowed_sources s on s.id = m.source_id
-        where needs_scan and wanted && version_facets
+        from quarry.manifests m join scanned_sources s on s.id = m.source_id
     ),
     directory_names as materialized (  -- per directory, the names its documents inherit
         select dn.source_id, dn.scope, dn.facet, dn.name
-        from quarry.directory_version_names(array(select s.id from allowed_sources s)) dn
+        from quarry.directory_version_names(array(select s.id from scanned_sources s)) dn
         where needs_scan and wanted && version_facets  -- checked once: otherwise not called at all
           and dn.facet = any (wanted)
     ),
@@ -486,7 +616,50 @@ begin
                1::bigint as documents
         from matching_documents m
         cross join unnest(wanted) k (key)
-        where needs_scan and not k.key = any (version_facets || chunk_facets)
+        where needs_scan and not by_combination and not k.key = any (version_facets || chunk_facets)
+        union all
+        -- by combination: source facets summed per source, document facets per distinct values
+        select k.key, case k.key
+                   when 'source_slug' then per_source.slug
+                   when 'kind' then per_source.kind
+                   when 'attribution' then per_source.attribution
+                   when 'verified' then per_source.verified
+               end,
+               per_source.documents
+        from (select ac.slug, ac.kind, ac.attribution, ac.verified, sum(ac.documents) as documents
+              from allowed_combinations ac group by 1, 2, 3, 4) per_source
+        cross join unnest(wanted) k (key)
+        where by_combination and k.key = any (source_facets)
+        union all
+        select k.key, case k.key
+                   when 'content_type' then per_value.seen[1]
+                   when 'language' then per_value.seen[2]
+                   when 'package' then per_value.seen[3]
+                   when 'deprecated' then per_value.seen[4]
+               end,
+               per_value.documents
+        from (select ac.seen, sum(ac.documents) as documents from allowed_combinations ac group by 1) per_value
+        cross join unnest(wanted) k (key)
+        where by_combination and k.key = any (document_facets)
+        union all
+        -- version facets by combination: the totals of the allowed combinations, or the counts kept per
+        -- source and combination (the stale sources are scanned)
+        -- (the facet is kept after summing, behind offset 0: filtered before, its generic-plan estimate was
+        -- a hundredth of the rows, and the planner sorted ten thousand names rather than hash them, 20 ms)
+        select summed.facet, summed.name, summed.documents
+        from (select t.facet, t.name, sum(t.documents) as documents
+              from quarry.version_facet_combination_totals t
+              where combination_totals and t.combination in (select ac.combination from allowed_combinations ac)
+              group by t.facet, t.name offset 0) summed
+        where summed.facet = any (wanted)
+        union all
+        select summed.facet, summed.name, summed.documents
+        from (select vfc.facet, vfc.name, sum(vfc.documents) as documents
+              from quarry.version_facet_combinations vfc
+              join counted_combinations cc on cc.source_id = vfc.source_id and cc.combination = vfc.combination
+              where by_combination
+              group by vfc.facet, vfc.name offset 0) summed  -- as above: the facet kept after summing
+        where summed.facet = any (wanted)
         union all
         -- counted: document facets from facet_counts, source facets from per-source totals (the counts
         -- of each source's rows are summed as they are read: hundreds of sources hold tens of thousands)
@@ -518,17 +691,19 @@ begin
         from quarry.version_facet_totals t
         where version_totals and t.facet = any (wanted)
         union all
-        select vfc.facet, vfc.name, sum(vfc.documents)
-        from quarry.version_facet_counts vfc
-        where not needs_scan and not version_totals and vfc.facet = any (wanted)
-          and vfc.source_id = any (array(select s.id from allowed_sources s
-                                         where not exists (select 1 from stale_sources st where st.id = s.id)))
-        group by vfc.facet, vfc.name
+        select summed.facet, summed.name, summed.documents
+        from (select vfc.facet, vfc.name, sum(vfc.documents) as documents
+              from quarry.version_facet_combinations vfc
+              where not needs_scan and not version_totals
+                and vfc.source_id = any (array(select s.id from allowed_sources s
+                                               where not exists (select 1 from stale_sources st where st.id = s.id)))
+              group by vfc.facet, vfc.name offset 0) summed  -- as above: the facet kept after summing
+        where summed.facet = any (wanted)
         union all
         select computed.facet, computed.name, computed.documents
         from quarry.computed_version_facet_counts(array(select st.id from stale_sources st)) computed
         -- a one-time check: the function is not called at all (a few ms) when no source is stale
-        where exists (select 1 from stale_sources) and computed.facet = any (wanted)
+        where not needs_scan and exists (select 1 from stale_sources) and computed.facet = any (wanted)
         union all
         -- version facets, scanned: the names documents inherit, per directory (summed here: a row per directory
         -- and name), and those they state themselves
@@ -575,7 +750,7 @@ end
 $$;
 
 comment on function quarry.facet_values(text, jsonb, text, int) is
-'Values of one facet (null: every facet but chunk_kind, which reads the chunks and is counted when named) with document counts, under a filters object and an optional case-insensitive prefix; the top lim per facet plus how many values exist. Unfiltered counts come from quarry.facet_counts and quarry.version_facet_counts.';
+'Values of one facet (null: every facet but chunk_kind, which reads the chunks and is counted when named) with document counts, under a filters object and an optional case-insensitive prefix; the top lim per facet plus how many values exist. Counts come from quarry.facet_counts, quarry.facet_combinations and the version facet counts unless a rule needs the documents (version, path, symbol, chunk_kind).';
 
 create or replace function quarry.rebuild_facet_counts() returns bigint
 language plpgsql volatile
@@ -595,18 +770,26 @@ begin
     where f.value is not null
     group by 1, 2, 3;
     get diagnostics rows_written = row_count;
+    delete from quarry.facet_combinations;
+    insert into quarry.facet_combinations (source_id, content_type, language, package, deprecated, documents)
+    select d.source_id, d.content_type, d.language, d.package, d.deprecated, count(*)
+    from quarry.documents d group by 1, 2, 3, 4, 5;
     insert into quarry.version_facets_stale (source_id) select s.id from quarry.sources s on conflict do nothing;
     perform quarry.refresh_version_facet_counts();
     -- the triggers keep totals by difference: a total that drifted stays off until recounted
+    delete from quarry.version_facet_combination_totals;
+    insert into quarry.version_facet_combination_totals (combination, facet, name, documents)
+    select vfc.combination, vfc.facet, vfc.name, sum(vfc.documents)
+    from quarry.version_facet_combinations vfc group by 1, 2, 3;
     delete from quarry.version_facet_totals;
     insert into quarry.version_facet_totals (facet, name, documents)
-    select vfc.facet, vfc.name, sum(vfc.documents) from quarry.version_facet_counts vfc group by 1, 2;
+    select vfc.facet, vfc.name, sum(vfc.documents) from quarry.version_facet_combinations vfc group by 1, 2;
     return rows_written;
 end
 $$;
 
 comment on function quarry.rebuild_facet_counts() is
-'Recompute quarry.facet_counts, quarry.version_facet_counts and their totals from the corpus (quarry reindex); returns the number of (source, facet, value) rows of the first.';
+'Recompute quarry.facet_counts, quarry.facet_combinations, quarry.version_facet_combinations and their totals from the corpus (quarry reindex); returns the number of (source, facet, value) rows of the first.';
 
 -- counts a migration (or a write outside an ingest) left stale are recounted on every migrate
 select quarry.refresh_version_facet_counts();

@@ -165,8 +165,13 @@ def test_concurrent_ingests_replacing_documents_keep_every_statistic_exact(
     _assert_statistics_exact(pool)
     with psycopg.connect(database_url) as conn:
         counts = ("select source_id, facet, value, documents from quarry.facet_counts order by 1, 2, 3",
-                  "select source_id, facet, name, documents from quarry.version_facet_counts order by 1, 2, 3",
-                  "select facet, name, documents from quarry.version_facet_totals order by 1, 2")
+                  "select source_id, combination, facet, name, documents from quarry.version_facet_combinations"
+                  " order by 1, 2, 3, 4",
+                  "select facet, name, documents from quarry.version_facet_totals order by 1, 2",
+                  "select combination, facet, name, documents from quarry.version_facet_combination_totals"
+                  " order by 1, 2, 3",
+                  "select source_id, content_type, language, package, deprecated, documents"
+                  " from quarry.facet_combinations order by 1, 2, 3, 4, 5")
         kept = [conn.execute(query).fetchall() for query in counts]
         documents = conn.execute("select count(*) from quarry.documents").fetchone()
         stale = conn.execute("select count(*) from quarry.version_facets_stale").fetchone()
@@ -174,7 +179,8 @@ def test_concurrent_ingests_replacing_documents_keep_every_statistic_exact(
         recounted = [conn.execute(query).fetchall() for query in counts]
         conn.rollback()
         assert kept == recounted and all(kept) and stale == (0,)
-        assert documents is not None and ("sdk_dependency", "react", documents[0]) in kept[2]  # every one has it
+        assert documents is not None  # every document of both sources has react
+        assert ("sdk_dependency", "react", documents[0]) in kept[2]
         _assert_no_orphans_and_one_vector_per_chunk_per_space(conn)
 
 

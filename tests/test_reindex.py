@@ -30,8 +30,13 @@ SNAPSHOTS = {
     "stats": "select chunk_count, total_length from quarry.text_stats",
     "vectors": "select id, search_vector::text from quarry.chunks order by id",
     "facets": "select source_id, facet, value, documents from quarry.facet_counts order by 1, 2, 3",
-    "version facets": "select source_id, facet, name, documents from quarry.version_facet_counts order by 1, 2, 3",
+    "facet combinations": "select source_id, content_type, language, package, deprecated, documents"
+                          " from quarry.facet_combinations order by 1, 2, 3, 4, 5",
+    "version facets": "select source_id, combination, facet, name, documents from quarry.version_facet_combinations"
+                      " order by 1, 2, 3, 4",
     "version totals": "select facet, name, documents from quarry.version_facet_totals order by 1, 2",
+    "combination totals": "select combination, facet, name, documents from quarry.version_facet_combination_totals"
+                          " order by 1, 2, 3",
     "versions": "select document_id, facet, name, range_text, raw, origin from quarry.version_constraints "
                 "order by 1, 2, 3, 4, 6",
     "manifests": "select document_id, kind, scope from quarry.manifests order by 1",
@@ -57,7 +62,9 @@ def test_reindex_restores_every_derived_table(pool: ConnectionPool, database_url
                      "(select id from quarry.chunks order by id limit 3)")
         conn.execute("update quarry.text_stats set total_length = total_length + 999")
         conn.execute("update quarry.facet_counts set documents = documents + 7")
-        conn.execute("update quarry.version_facet_counts set documents = documents + 2")
+        conn.execute("update quarry.version_facet_combinations set documents = documents + 2")
+        conn.execute("update quarry.facet_combinations set documents = documents + 4")
+        conn.execute("update quarry.version_facet_combination_totals set documents = documents + 1")
         conn.execute("update quarry.version_facet_totals set documents = documents + 3")
         conn.execute("delete from quarry.version_constraints")
         conn.execute("delete from quarry.manifests")
