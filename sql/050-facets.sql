@@ -325,36 +325,21 @@ begin
                                             'delta', -o.documents))
         into changes from old_rows o;
     end if;
-    with per_name as (
-        select c.combination, c.facet, c.name, sum(c.delta) as delta
-        from jsonb_to_recordset(coalesce(changes, '[]'))
-             as c (combination text[], facet text, name text, delta bigint)
-        group by 1, 2, 3 having sum(c.delta) <> 0
-    ),
-    updated as (
-        update quarry.version_facet_combination_totals t set documents = t.documents + p.delta
-        from per_name p where t.facet = p.facet and t.name = p.name and t.combination = p.combination
-        returning t.combination, t.facet, t.name
-    )
-    insert into quarry.version_facet_combination_totals (combination, facet, name, documents)
-    select p.combination, p.facet, p.name, p.delta from per_name p
-    where not exists (select 1 from updated u
-                      where u.facet = p.facet and u.name = p.name and u.combination = p.combination);
+    -- the totals have no check on documents (a drifted one must not fail a write), so each difference
+    -- is upserted
+    insert into quarry.version_facet_combination_totals as t (combination, facet, name, documents)
+    select c.combination, c.facet, c.name, sum(c.delta)
+    from jsonb_to_recordset(coalesce(changes, '[]')) as c (combination text[], facet text, name text, delta bigint)
+    group by 1, 2, 3 having sum(c.delta) <> 0
+    order by 2, 3, 1
+    on conflict (facet, name, combination) do update set documents = t.documents + excluded.documents;
     delete from quarry.version_facet_combination_totals where documents <= 0;
-    -- and per name alone
-    with per_name as (
-        select c.facet, c.name, sum(c.delta) as delta
-        from jsonb_to_recordset(coalesce(changes, '[]')) as c (facet text, name text, delta bigint)
-        group by 1, 2 having sum(c.delta) <> 0
-    ),
-    updated as (
-        update quarry.version_facet_totals t set documents = t.documents + p.delta
-        from per_name p where t.facet = p.facet and t.name = p.name
-        returning t.facet, t.name
-    )
-    insert into quarry.version_facet_totals (facet, name, documents)
-    select p.facet, p.name, p.delta from per_name p
-    where not exists (select 1 from updated u where u.facet = p.facet and u.name = p.name);
+    insert into quarry.version_facet_totals as t (facet, name, documents)
+    select c.facet, c.name, sum(c.delta)
+    from jsonb_to_recordset(coalesce(changes, '[]')) as c (facet text, name text, delta bigint)
+    group by 1, 2 having sum(c.delta) <> 0
+    order by 1, 2
+    on conflict (facet, name) do update set documents = t.documents + excluded.documents;
     delete from quarry.version_facet_totals where documents <= 0;
     return null;
 end

@@ -4,8 +4,9 @@ Canonical: documents (raw bytes), chunks, vectors. Derived, and rebuilt here:
 
 - ``text``: each chunk's weighted tsvector (a stored generated column, recomputed by
   rewriting the row) and every BM25 posting and statistic (``quarry.rebuild_text_index``);
-- ``facets``: ``quarry.facet_counts`` from the documents, and the version facet counts (per
-  source and in total) from the version constraints;
+- ``facets``: ``quarry.facet_counts`` and ``quarry.facet_combinations`` from the documents, and
+  the version facet counts (per source and combination, and their totals) from the version
+  constraints;
 - ``versions``: version constraints and manifests, re-extracted from each document's raw
   bytes (what an improved extractor needs, without re-parsing or re-embedding), and the
   version facet counts recounted from them;
