@@ -149,8 +149,8 @@ terms as (
     select t.id, quarry.bm25_idf(s.chunk_count, t.chunk_frequency) as idf
     from lexemes l join quarry.text_terms t on t.lexeme = l.lexeme and t.chunk_frequency > 0, quarry.text_stats s
 )
-select sum(idf) filter (where exists (select 1 from quarry.text_postings p
-                                      where p.term_id = terms.id and p.chunk_id = %(chunk)s::uuid))
+select sum(idf) filter (where exists (select 1 from quarry.chunk_terms ct
+                                      where ct.chunk_id = %(chunk)s::uuid and terms.id = any (ct.term_ids)))
        / nullif(sum(idf), 0),
        (select count(*) from lexemes), count(*), sum(idf)
 from terms

@@ -184,8 +184,8 @@ def drop_source(url: str, slug: str) -> None:
             conn.execute("select quarry.delete_documents(array(select d.id from quarry.documents d"
                          " join quarry.sources s on s.id = d.source_id where s.slug = %s))", (slug,))
             conn.execute("delete from quarry.sources where slug = %s", (slug,))
-        for table in ("documents", "chunks", "embeddings", "text_postings", "text_terms", "relations",
-                      "version_constraints", "facet_counts"):
+        for table in ("documents", "chunks", "embeddings", "chunk_terms", "text_postings", "text_posting_blocks",
+                      "text_terms", "relations", "version_constraints", "facet_counts"):
             conn.execute(sql.SQL("vacuum analyze {}").format(sql.Identifier("quarry", table)))
 
 

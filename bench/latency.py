@@ -332,7 +332,7 @@ def sizes(url: str) -> dict[str, int]:
             "select c.relname, c.relkind::text, case c.relkind when 'r' then pg_table_size(c.oid)"
             " else pg_relation_size(c.oid) end from pg_class c join pg_namespace n on n.oid = c.relnamespace"
             " where n.nspname = 'quarry' and c.relkind in ('r', 'i')"
-            " and c.relname ~ '^(documents|chunks|embeddings|text_postings|text_terms)'"
+            " and c.relname ~ '^(documents|chunks|chunk_terms|embeddings|text_postings|text_posting_blocks|text_terms)'"
         ).fetchall():
             result[f"{'table' if kind == 'r' else 'index'}:{name}"] = int(size)
     return result

@@ -44,22 +44,39 @@ CHUNK_DEPTH = 200  # as bench/quality.py: both legs 200 chunks deep, the first 1
 
 #: Per kind (prose, code): how many chunks, and their average weighted length as the postings hold it.
 KIND_LENGTHS = """
-select c.is_code, count(*) as chunks, avg(lengths.chunk_length) as average_length
+select c.is_code, count(*) as chunks, avg(ct.chunk_length) as average_length
 from quarry.chunks c
-join (select chunk_id, max(chunk_length) as chunk_length from quarry.text_postings group by chunk_id) lengths
-  on lengths.chunk_id = c.id
+join quarry.chunk_terms ct on ct.chunk_id = c.id
 group by c.is_code
 """
 #: Every posting's impact (k1 0.9, b 0.4 prose / 0.9 code, as sql/018-text-index.sql) against the
-#: average length of the chunk's own kind, where Quarry uses the corpus-wide one.
-PER_KIND_IMPACTS = "with kinds as (" + KIND_LENGTHS + """)
-update quarry.text_postings p
-set impact = p.term_frequency * 1.9
-             / (p.term_frequency + 0.9 * (1 - b.value + b.value * p.chunk_length / k.average_length))
-from quarry.chunks c
-join kinds k on k.is_code = c.is_code
-cross join lateral (select case when c.is_code then 0.9 else 0.4 end as value) b
-where c.id = p.chunk_id
+#: average length of the chunk's own kind, where Quarry uses the corpus-wide one: each chunk's
+#: impacts, then the lists by term written again from them (all in blocks, as after a rebuild).
+PER_KIND_IMPACTS = """
+do $per_kind$
+begin
+    with kinds as (""" + KIND_LENGTHS + """)
+    update quarry.chunk_terms ct
+    set impacts = (select array_agg(f.term_frequency * 1.9
+                                    / (f.term_frequency + 0.9 * (1 - b.value + b.value * ct.chunk_length
+                                                                  / k.average_length))
+                                    order by u.position)
+                   from unnest(ct.term_ids) with ordinality as u (term_id, position)
+                   join quarry.text_terms t on t.id = u.term_id
+                   join lateral quarry.weighted_term_frequencies(c.search_vector) f on f.lexeme = t.lexeme)
+    from quarry.chunks c
+    join kinds k on k.is_code = c.is_code
+    cross join lateral (select case when c.is_code then 0.9 else 0.4 end as value) b
+    where c.id = ct.chunk_id;
+    truncate quarry.text_postings, quarry.text_posting_blocks;
+    update quarry.text_stats set recent_postings = 0;
+    perform quarry.pool_postings();
+    insert into pg_temp.pooled_postings
+    select u.term_id, null, null, ct.chunk_id, u.impact
+    from quarry.chunk_terms ct cross join lateral unnest(ct.term_ids, ct.impacts) as u (term_id, impact);
+    perform quarry.write_posting_blocks();
+end
+$per_kind$
 """
 #: Each variant: the statement that sets the postings' impacts.
 VARIANTS = {"global": "select quarry.rebuild_text_index()", "per-kind": PER_KIND_IMPACTS}
@@ -107,7 +124,7 @@ def main() -> None:
         try:
             for variant, statement in VARIANTS.items():
                 conn.execute(statement)
-                conn.execute("vacuum analyze quarry.text_postings")
+                conn.execute("vacuum analyze quarry.text_posting_blocks")
                 with open_pool(url, min_size=1, max_size=1, name="bench-mixed") as pool:
                     for name, dataset in datasets.items():
                         for mode in ("fts", "hybrid"):

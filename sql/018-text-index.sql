@@ -35,13 +35,27 @@ $$;
 comment on function quarry.weighted_term_frequencies(tsvector) is
 'Per lexeme of a search vector, its occurrence count weighted by field (A 3, B 2, C 1.5, D 1).';
 
+-- Where the postings live (alembic 0022). quarry.chunk_terms holds each chunk's postings as one
+-- row (its term ids and impacts as parallel arrays): exact scores read it, and the statistics
+-- count it, so a chunk's postings come and go with its row. The lists by term are in two
+-- places: quarry.text_posting_blocks, each term's postings in impact order cut into blocks of
+-- about 128, and quarry.text_postings, one row per posting written since the last compaction
+-- (quarry.compact_text_postings moves them into blocks). A row costs 60 bytes and two index
+-- entries of 36; a posting in a block costs 20 and one in chunk_terms 8: at 1M chunks the
+-- postings took 7,093 bytes per chunk as rows alone (docs/BENCHMARKS.md, storage).
+--
+-- Order within a term's list: impact descending, then chunk id descending. A block is keyed by
+-- its first posting (top_impact, top_chunk_id) and holds the postings from there down to the
+-- next block's key, exclusive: the block of a posting is the one with the smallest key at or
+-- above it, and a list reads as a backward scan of the key index.
+
 -- Adding postings is split in two so that concurrent writers (ingestion writes two batches at
 -- once) add theirs in parallel: quarry.insert_chunk_postings writes the postings (the bulk of
--- the work: their heap and two B-trees), and quarry.count_new_postings then counts them into
--- the term and corpus statistics, rows every writer shares, under
--- quarry.lock_corpus_statistics (sql/025-corpus-writes.sql). Inserting takes several times
--- as long as counting, so the part held under the lock stays small
--- (docs/benchmarks-log.md § Ingest throughput without model time).
+-- the work), and quarry.count_new_postings then counts them into the term and corpus
+-- statistics, rows every writer shares, under quarry.lock_corpus_statistics
+-- (sql/025-corpus-writes.sql). Inserting takes several times as long as counting, so the part
+-- held under the lock stays small (docs/benchmarks-log.md § Ingest throughput without model
+-- time).
 
 create or replace function quarry.insert_chunk_postings(
     chunk_ids uuid[],
@@ -83,21 +97,29 @@ begin
         from (select distinct chunk_id, chunk_length as l from pg_temp.new_term_frequencies) per_chunk;
     end if;
 
-    -- In impact-index order: consecutive rows land on the same index pages, which costs less
-    -- CPU than inserting in chunk order (docs/benchmarks-log.md § Ingest throughput without
-    -- model time).
-    -- The insert trigger leaves them to quarry.count_new_postings (transaction-local flag).
-    perform set_config('quarry.postings_counted_later', 'on', true);
-    insert into quarry.text_postings (term_id, chunk_id, term_frequency, chunk_length, impact)
+    create temporary table if not exists pg_temp.new_postings (
+        term_id int, chunk_id uuid, term_frequency real, chunk_length real, impact real
+    ) on commit drop;
+    truncate pg_temp.new_postings;
+    insert into pg_temp.new_postings
     select t.id, n.chunk_id, n.term_frequency, n.chunk_length,
            n.term_frequency * (k1 + 1)
              / (n.term_frequency
                 + k1 * (1 - n.length_weight + n.length_weight * n.chunk_length / greatest(average_length, 1)))
     from pg_temp.new_term_frequencies n
-    join quarry.text_terms t on t.lexeme = n.lexeme
-    order by 1, 5 desc;
+    join quarry.text_terms t on t.lexeme = n.lexeme;
+
+    -- In impact-index order: consecutive rows land on the same index pages, which costs less
+    -- CPU than inserting in chunk order (docs/benchmarks-log.md § Ingest throughput without
+    -- model time).
+    insert into quarry.text_postings (term_id, chunk_id, term_frequency, chunk_length, impact)
+    select * from pg_temp.new_postings order by term_id, impact desc;
     get diagnostics inserted = row_count;
-    perform set_config('quarry.postings_counted_later', 'off', true);
+    insert into quarry.chunk_terms (chunk_id, chunk_length, term_ids, impacts)
+    select p.chunk_id, max(p.chunk_length), array_agg(p.term_id order by p.term_id),
+           array_agg(p.impact order by p.term_id)
+    from pg_temp.new_postings p
+    group by p.chunk_id;
     return inserted;
 end
 $$;
@@ -109,7 +131,8 @@ create or replace function quarry.change_term_statistics(
     term_ids int[],
     chunk_frequency_changes bigint[],
     chunk_count_change bigint,
-    total_length_change double precision
+    total_length_change double precision,
+    recent_postings_change bigint
 ) returns void
 language plpgsql volatile
 set search_path = quarry, pg_catalog
@@ -123,12 +146,14 @@ begin
     where t.id = d.term_id;
     update quarry.text_stats
     set chunk_count = chunk_count + chunk_count_change,
-        total_length = total_length + total_length_change;
+        total_length = total_length + total_length_change,
+        postings = postings + coalesce((select sum(c) from unnest(chunk_frequency_changes) c), 0),
+        recent_postings = recent_postings + recent_postings_change;
 end
 $$;
 
-comment on function quarry.change_term_statistics(int[], bigint[], bigint, double precision) is
-'Add (or, negative, remove) postings to the BM25 statistics: per term its chunk-frequency change, and the corpus''s chunk count and total length changes; term rows are locked in id order.';
+comment on function quarry.change_term_statistics(int[], bigint[], bigint, double precision, bigint) is
+'Add (or, negative, remove) postings to the BM25 statistics: per term its chunk-frequency change, the corpus''s chunk count and total length changes, and the change in postings not yet compacted into blocks; term rows are locked in id order.';
 
 create or replace function quarry.count_new_postings() returns bigint
 language plpgsql volatile
@@ -150,7 +175,8 @@ begin
     join quarry.text_terms t on t.lexeme = d.lexeme;
     select count(*), coalesce(sum(c.l), 0) into chunk_change, length_change
     from (select distinct n.chunk_id, n.chunk_length as l from pg_temp.new_term_frequencies n) c;
-    perform quarry.change_term_statistics(term_ids, changes, chunk_change, length_change);
+    -- new postings are rows of quarry.text_postings until a compaction
+    perform quarry.change_term_statistics(term_ids, changes, chunk_change, length_change, counted);
     truncate pg_temp.new_term_frequencies;  -- counted once
     return counted;
 end
@@ -180,41 +206,113 @@ $$;
 comment on function quarry.index_chunk_terms(uuid[], real, real, real) is
 'Add BM25 postings for the given chunks and count them in the term and corpus statistics (the same transaction as the chunks).';
 
--- Term and corpus statistics follow the postings through statement-level triggers,
--- so deletes from psql (or cascades) keep IDF and average length right.
-create or replace function quarry.text_postings_changed() returns trigger
+-- Removing postings goes through quarry.chunk_terms: deleting a chunk (or, in psql, its
+-- chunk_terms row) removes its postings from both lists by term and its counts from the
+-- statistics, one statement per delete.
+create or replace function quarry.chunk_terms_deleted() returns trigger
 language plpgsql
 set search_path = quarry, pg_catalog
 as $$
 declare
-    direction int := case when tg_op = 'INSERT' then 1 else -1 end;
     term_ids int[];
     changes bigint[];
     chunk_change bigint;
     length_change double precision;
+    recent_deleted bigint;
 begin
-    if tg_op = 'INSERT' and current_setting('quarry.postings_counted_later', true) = 'on' then
-        return null;  -- quarry.insert_chunk_postings: quarry.count_new_postings counts them
-    end if;
-    -- `changed` is the transition table of either trigger below (same name in both).
-    select array_agg(d.term_id), array_agg(direction * d.n) into term_ids, changes
-    from (select term_id, count(*) as n from changed group by term_id) d;
-    select direction * count(*), direction * coalesce(sum(c.l), 0) into chunk_change, length_change
-    from (select distinct chunk_id, chunk_length as l from changed) c;
-    perform quarry.change_term_statistics(term_ids, changes, chunk_change, length_change);
+    -- blocks are rewritten by one transaction at a time (quarry.compact_text_postings too)
+    perform quarry.lock_corpus_statistics();
+    delete from quarry.text_postings where chunk_id in (select g.chunk_id from gone g);
+    get diagnostics recent_deleted = row_count;
+
+    -- `gone` is the transition table of deleted chunk_terms rows
+    with removed as (
+        select u.term_id, u.impact, g.chunk_id
+        from gone g
+        cross join lateral unnest(g.term_ids, g.impacts) as u (term_id, impact)
+    ),
+    holding as (  -- each block holding a removed posting, with the positions to drop from it
+        select b.term_id, b.top_impact, b.top_chunk_id, array_agg(b.position order by b.position) as positions
+        from removed r
+        cross join lateral (
+            select b.term_id, b.top_impact, b.top_chunk_id, array_position(b.chunk_ids, r.chunk_id) as position
+            from quarry.text_posting_blocks b
+            where b.term_id = r.term_id and (b.top_impact, b.top_chunk_id) >= (r.impact, r.chunk_id)
+            order by b.top_impact, b.top_chunk_id
+            limit 1
+        ) b
+        where b.position is not null  -- else the posting was a row, deleted above
+        group by 1, 2, 3
+    ),
+    kept as (
+        select h.term_id, h.top_impact, h.top_chunk_id, k.chunk_ids, k.impacts
+        from holding h
+        join quarry.text_posting_blocks b using (term_id, top_impact, top_chunk_id)
+        cross join lateral (
+            -- one posting out (deleting a few chunks): two array slices, no per-posting work
+            select b.chunk_ids[:h.positions[1] - 1] || b.chunk_ids[h.positions[1] + 1:] as chunk_ids,
+                   b.impacts[:h.positions[1] - 1] || b.impacts[h.positions[1] + 1:] as impacts
+            where cardinality(h.positions) = 1
+            union all
+            select array_agg(u.chunk_id order by u.position), array_agg(u.impact order by u.position)
+            from unnest(b.chunk_ids, b.impacts) with ordinality as u (chunk_id, impact, position)
+            where u.position <> all (h.positions)
+            having cardinality(h.positions) > 1
+        ) k
+    ),
+    emptied as (
+        delete from quarry.text_posting_blocks b
+        using kept k
+        where coalesce(cardinality(k.chunk_ids), 0) = 0
+          and (b.term_id, b.top_impact, b.top_chunk_id) = (k.term_id, k.top_impact, k.top_chunk_id)
+    )
+    -- a block that lost its first posting is keyed by its new first one, still above the next block
+    update quarry.text_posting_blocks b
+    set top_impact = k.impacts[1], top_chunk_id = k.chunk_ids[1], chunk_ids = k.chunk_ids, impacts = k.impacts
+    from kept k
+    where cardinality(k.chunk_ids) > 0
+      and (b.term_id, b.top_impact, b.top_chunk_id) = (k.term_id, k.top_impact, k.top_chunk_id);
+
+    select array_agg(d.term_id), array_agg(-d.n) into term_ids, changes
+    from (select u.term_id, count(*) as n from gone g cross join lateral unnest(g.term_ids) as u (term_id)
+          group by u.term_id) d;
+    select -count(*), -coalesce(sum(g.chunk_length), 0) into chunk_change, length_change from gone g;
+    perform quarry.change_term_statistics(term_ids, changes, chunk_change, length_change, -recent_deleted);
     return null;
 end
 $$;
 
-comment on function quarry.text_postings_changed() is
-'Trigger: keep text_terms.chunk_frequency and text_stats in step with inserted or deleted postings (quarry.insert_chunk_postings leaves its inserts to quarry.count_new_postings).';
+comment on function quarry.chunk_terms_deleted() is
+'Trigger: remove the BM25 postings of deleted chunk_terms rows from text_postings and text_posting_blocks, and their counts from text_terms and text_stats.';
+
+create or replace function quarry.chunk_terms_truncated() returns trigger
+language plpgsql
+set search_path = quarry, pg_catalog
+as $$
+begin
+    truncate quarry.text_postings, quarry.text_posting_blocks;
+    update quarry.text_terms set chunk_frequency = 0 where chunk_frequency <> 0;
+    update quarry.text_stats set chunk_count = 0, total_length = 0, postings = 0, recent_postings = 0;
+    return null;
+end
+$$;
+
+comment on function quarry.chunk_terms_truncated() is
+'Trigger: a truncate of chunk_terms empties both lists by term and zeroes the BM25 statistics.';
+
+drop trigger if exists chunk_terms_deleted on quarry.chunk_terms;
+create trigger chunk_terms_deleted after delete on quarry.chunk_terms
+    referencing old table as gone for each statement execute function quarry.chunk_terms_deleted();
+drop trigger if exists chunk_terms_truncated on quarry.chunk_terms;
+create trigger chunk_terms_truncated after truncate on quarry.chunk_terms
+    for each statement execute function quarry.chunk_terms_truncated();
 
 create or replace function quarry.chunks_deleted() returns trigger
 language plpgsql
 set search_path = quarry, pg_catalog
 as $$
 begin
-    delete from quarry.text_postings where chunk_id in (select id from gone);
+    delete from quarry.chunk_terms where chunk_id in (select id from gone);
     return null;
 end
 $$;
@@ -227,7 +325,7 @@ language plpgsql
 set search_path = quarry, pg_catalog
 as $$
 begin
-    truncate quarry.text_postings;
+    truncate quarry.chunk_terms;
     return null;
 end
 $$;
@@ -242,29 +340,129 @@ drop trigger if exists chunks_deleted on quarry.chunks;
 create trigger chunks_deleted after delete on quarry.chunks
     referencing old table as gone for each statement execute function quarry.chunks_deleted();
 
-create or replace function quarry.text_postings_truncated() returns trigger
-language plpgsql
+create or replace function quarry.pool_postings() returns void
+language plpgsql volatile
 set search_path = quarry, pg_catalog
 as $$
 begin
-    update quarry.text_terms set chunk_frequency = 0 where chunk_frequency <> 0;
-    update quarry.text_stats set chunk_count = 0, total_length = 0;
-    return null;
+    create temporary table if not exists pg_temp.pooled_postings (
+        term_id int, block_impact real, block_chunk_id uuid, chunk_id uuid, impact real
+    ) on commit drop;
+    truncate pg_temp.pooled_postings;
 end
 $$;
 
-comment on function quarry.text_postings_truncated() is
-'Trigger: zero the BM25 statistics when the postings are truncated (e.g. truncate of sources cascading).';
+comment on function quarry.pool_postings() is
+'Create (or empty) pg_temp.pooled_postings, the postings quarry.write_posting_blocks writes: each with the key of the block it replaces, null for a term''s new list.';
 
-drop trigger if exists text_postings_truncated on quarry.text_postings;
-create trigger text_postings_truncated after truncate on quarry.text_postings
-    for each statement execute function quarry.text_postings_truncated();
-drop trigger if exists text_postings_inserted on quarry.text_postings;
-create trigger text_postings_inserted after insert on quarry.text_postings
-    referencing new table as changed for each statement execute function quarry.text_postings_changed();
-drop trigger if exists text_postings_deleted on quarry.text_postings;
-create trigger text_postings_deleted after delete on quarry.text_postings
-    referencing old table as changed for each statement execute function quarry.text_postings_changed();
+create or replace function quarry.write_posting_blocks() returns bigint
+language plpgsql volatile
+set search_path = quarry, pg_catalog
+as $$
+declare
+    -- postings per block: a term's first blocks hold what a query reads (per_term_depth 750
+    -- is six of them), and 256 postings (5 KB) still fit inline (alembic 0022)
+    block_size constant int := 128;
+    written bigint;
+begin
+    insert into quarry.text_posting_blocks (term_id, top_impact, top_chunk_id, chunk_ids, impacts)
+    select pool.term_id, pool.impacts[piece.first], pool.chunk_ids[piece.first],
+           pool.chunk_ids[piece.first:piece.last], pool.impacts[piece.first:piece.last]
+    from (
+        -- one sort by pool and list order feeds both arrays
+        select p.term_id, count(*)::int as size,
+               array_agg(p.chunk_id order by p.impact desc, p.chunk_id desc) as chunk_ids,
+               array_agg(p.impact order by p.impact desc, p.chunk_id desc) as impacts
+        from pg_temp.pooled_postings p
+        group by p.term_id, p.block_impact, p.block_chunk_id
+    ) pool
+    -- a pool of more than twice block_size postings is cut into near-equal blocks of about block_size
+    cross join lateral (
+        select case when pool.size > 2 * block_size then ceil(pool.size / block_size::numeric)::int else 1 end as count
+    ) pieces
+    cross join lateral (
+        select 1 + n * pool.size / pieces.count as first, (n + 1) * pool.size / pieces.count as last
+        from generate_series(0, pieces.count - 1) as n
+    ) piece;
+    get diagnostics written = row_count;
+    truncate pg_temp.pooled_postings;
+    return written;
+end
+$$;
+
+comment on function quarry.write_posting_blocks() is
+'Write the postings of pg_temp.pooled_postings as blocks in impact order, one pool per block replaced (or per term''s new list), cut into blocks of about 128 when a pool holds more than 256; returns the blocks written.';
+
+create or replace function quarry.compact_text_postings(min_postings bigint default 50000,
+                                                        min_share double precision default 0.05)
+returns bigint
+language plpgsql volatile
+set search_path = quarry, pg_catalog
+as $$
+declare
+    moved_count bigint;
+begin
+    perform quarry.lock_corpus_statistics();
+    -- Merging rewrites every block that receives a posting, so it waits until the rows are
+    -- many, and a share of the corpus: its cost is then spread over many postings per block.
+    if (select s.recent_postings < greatest(min_postings, min_share * s.postings) from quarry.text_stats s) then
+        return 0;
+    end if;
+    perform set_config('statement_timeout', '0', true);
+    -- Each moved posting joins the block that would hold it; one above every block of its term
+    -- joins the term's first block, and a term without blocks gets new ones. Each receiving
+    -- block is then written again with its old and new postings.
+    perform quarry.pool_postings();
+    -- in one statement: rows a concurrent writer commits meanwhile stay for the next compaction
+    if not exists (select from quarry.text_posting_blocks) then  -- the first: no block to look up
+        with moved as (delete from quarry.text_postings returning term_id, chunk_id, impact)
+        insert into pg_temp.pooled_postings select m.term_id, null, null, m.chunk_id, m.impact from moved m;
+        get diagnostics moved_count = row_count;
+        perform quarry.write_posting_blocks();
+        update quarry.text_stats set recent_postings = recent_postings - moved_count;
+        return moved_count;
+    end if;
+    with moved as (delete from quarry.text_postings returning term_id, chunk_id, impact)
+    insert into pg_temp.pooled_postings
+    select m.term_id, coalesce(holding.top_impact, first_block.top_impact),
+           coalesce(holding.top_chunk_id, first_block.top_chunk_id), m.chunk_id, m.impact
+    from moved m
+    left join lateral (
+        select b.top_impact, b.top_chunk_id from quarry.text_posting_blocks b
+        where b.term_id = m.term_id and (b.top_impact, b.top_chunk_id) >= (m.impact, m.chunk_id)
+        order by b.top_impact, b.top_chunk_id
+        limit 1
+    ) holding on true
+    left join lateral (
+        select b.top_impact, b.top_chunk_id from quarry.text_posting_blocks b
+        where b.term_id = m.term_id
+        order by b.top_impact desc, b.top_chunk_id desc
+        limit 1
+    ) first_block on holding.top_impact is null;
+    get diagnostics moved_count = row_count;
+    with receiving as materialized (
+        select distinct p.term_id, p.block_impact, p.block_chunk_id
+        from pg_temp.pooled_postings p where p.block_impact is not null
+    ),
+    rewritten as (
+        delete from quarry.text_posting_blocks b
+        using receiving r
+        where (b.term_id, b.top_impact, b.top_chunk_id) = (r.term_id, r.block_impact, r.block_chunk_id)
+        returning b.term_id, b.top_impact, b.top_chunk_id, b.chunk_ids, b.impacts
+    )
+    insert into pg_temp.pooled_postings
+    select w.term_id, w.top_impact, w.top_chunk_id, u.chunk_id, u.impact
+    from rewritten w
+    cross join lateral unnest(w.chunk_ids, w.impacts) as u (chunk_id, impact);
+
+    perform quarry.write_posting_blocks();
+    update quarry.text_stats set recent_postings = recent_postings - moved_count;
+    return moved_count;
+end
+$$;
+
+comment on function quarry.compact_text_postings(bigint, double precision) is
+'Move the BM25 postings written since the last compaction (rows of text_postings) into text_posting_blocks, once there are at least min_postings of them and min_share of all postings; returns how many moved.';
 
 create or replace function quarry.bm25_idf(chunk_count bigint, chunk_frequency int) returns double precision
 language sql immutable parallel safe strict
@@ -289,6 +487,21 @@ $$;
 
 comment on function quarry.query_lexemes(text) is
 'Distinct stemmed, non-stopword lexemes of a query, code identifiers split (as chunks are indexed).';
+
+create or replace function quarry.term_block_postings(term int)
+returns table (chunk_id uuid, impact real)
+language sql stable parallel safe
+-- inlined into the caller (one SELECT, no SET clause), so its LIMIT stops the scan of blocks
+as $$
+    -- the set-returning calls run after the ordering, each block's postings in array order
+    select unnest(b.chunk_ids), unnest(b.impacts)
+    from quarry.text_posting_blocks b
+    where b.term_id = term
+    order by b.top_impact desc, b.top_chunk_id desc
+$$;
+
+comment on function quarry.term_block_postings(int) is
+'A term''s BM25 postings compacted into blocks, in list order: impact, then chunk id, descending.';
 
 create or replace function quarry.bm25_top(
     query_text text,
@@ -322,35 +535,70 @@ as $$
         -- common words add cost and little evidence, and each term reads up to per_term_depth
         -- postings.
         select t.id, quarry.bm25_idf(s.chunk_count, t.chunk_frequency) as idf,
-               t.chunk_frequency > per_term_depth as cut
+               t.chunk_frequency > per_term_depth as cut,
+               exists (select from quarry.text_postings r where r.term_id = t.id) as has_rows
         from quarry.text_terms t, quarry.text_stats s
         where t.lexeme = any (quarry.query_lexemes(query_text)) and t.chunk_frequency > 0
         order by t.chunk_frequency, t.id
         limit max_query_terms
     ),
-    contributions as (
-        select p.chunk_id, terms.idf * p.impact as part, terms.cut
+    listed as not materialized (  -- read once per term: each use below takes its own terms
+        -- Each term's top postings in its blocks, as far as the filters let them through: a
+        -- per-posting check (scalar subquery) written out, where a function would cost a call
+        -- per posting (2.7x slower under a source filter); as EXISTS the planner would join
+        -- every chunk to the filter before reading the impact-ordered postings.
+        select terms.id as term_id, terms.idf, terms.cut, terms.has_rows, p.chunk_id, p.impact
         from terms
         cross join chunk_rules
         cross join lateral (
-            select p.chunk_id, p.impact
-            from quarry.text_postings p
-            where p.term_id = terms.id
-              -- a per-posting check (scalar subquery): as EXISTS the planner would join
-              -- every chunk to the filter before reading the impact-ordered postings
-              and (filters is null or coalesce((
-                  select true from quarry.chunks c join allowed_sources s on s.id = c.source_id
-                  where c.id = p.chunk_id
-                    and (not chunk_rules.present
-                         or (quarry.chunk_allowed(filters, c.content_type, c.language, c.package,
-                                                  c.deprecated or s.deprecated)
-                             and quarry.version_allows(filters, c.document_id)
-                             and quarry.chunk_location_allows(filters, c.document_id, c.symbol_path, c.is_code,
-                                                                 c.content_type)))
-                  limit 1), false))
-            order by p.impact desc
+            select u.chunk_id, u.impact
+            from quarry.term_block_postings(terms.id) u
+            where filters is null
+               or coalesce((
+                      select true from quarry.chunks c join allowed_sources s on s.id = c.source_id
+                      where c.id = u.chunk_id
+                        and (not chunk_rules.present
+                             or (quarry.chunk_allowed(filters, c.content_type, c.language, c.package,
+                                                      c.deprecated or s.deprecated)
+                                 and quarry.version_allows(filters, c.document_id)
+                                 and quarry.chunk_location_allows(filters, c.document_id, c.symbol_path, c.is_code,
+                                                                     c.content_type)))
+                      limit 1), false)
             limit per_term_depth
         ) p
+        union all
+        -- and in its rows written since the last compaction (the same check)
+        select terms.id, terms.idf, terms.cut, true, r.chunk_id, r.impact
+        from terms
+        cross join chunk_rules
+        cross join lateral (
+            select r.chunk_id, r.impact
+            from quarry.text_postings r
+            where r.term_id = terms.id
+              and (filters is null
+                   or coalesce((
+                         select true from quarry.chunks c join allowed_sources s on s.id = c.source_id
+                         where c.id = r.chunk_id
+                           and (not chunk_rules.present
+                                or (quarry.chunk_allowed(filters, c.content_type, c.language, c.package,
+                                                         c.deprecated or s.deprecated)
+                                    and quarry.version_allows(filters, c.document_id)
+                                    and quarry.chunk_location_allows(filters, c.document_id, c.symbol_path, c.is_code,
+                                                                        c.content_type)))
+                         limit 1), false))
+            order by r.impact desc, r.chunk_id desc
+            limit per_term_depth
+        ) r
+        where terms.has_rows
+    ),
+    contributions as (
+        select l.chunk_id, l.idf * l.impact as part, l.cut from listed l where not l.has_rows
+        union all
+        -- a term with both keeps the top per_term_depth of the two
+        select m.chunk_id, m.idf * m.impact, m.cut
+        from (select l.*, row_number() over (partition by l.term_id order by l.impact desc, l.chunk_id desc) as rank
+              from listed l where l.has_rows) m
+        where m.rank <= per_term_depth
     ),
     candidates as materialized (
         -- a term read to its end (not cut) already gave each candidate its whole part
@@ -366,12 +614,13 @@ as $$
     select c.chunk_id, (c.uncut_part + coalesce(cut.part, 0))::real as score
     from candidates c
     cross join cut_terms
-    -- the cut terms' postings of each candidate: one probe of the chunk index (alembic 0012)
-    -- per candidate, where re-reading the cut terms' lists cost as much as the first pass
+    -- the cut terms' impacts in each candidate's terms: one primary-key probe per candidate,
+    -- where re-reading the cut terms' lists cost as much as the first pass
     left join lateral (
-        select sum(cut_terms.idfs[array_position(cut_terms.ids, p.term_id)] * p.impact) as part
-        from quarry.text_postings p
-        where p.chunk_id = c.chunk_id and p.term_id = any (cut_terms.ids)
+        select sum(q.idf * ct.impacts[array_position(ct.term_ids, q.id)]) as part
+        from quarry.chunk_terms ct
+        cross join unnest(cut_terms.ids, cut_terms.idfs) as q (id, idf)
+        where ct.chunk_id = c.chunk_id
     ) cut on true
     order by 2 desc, c.chunk_id
 $$;
@@ -388,21 +637,28 @@ as $$
 declare
     indexed bigint;
 begin
-    -- From the canonical chunks: the truncate trigger zeroes the statistics, so the
-    -- single indexing pass below computes every impact with today's average length.
-    lock table quarry.text_postings in exclusive mode;
-    truncate quarry.text_postings;
-    -- Loading into an unindexed table and building the two indexes once is much faster than
-    -- maintaining them row by row. The definitions repeat alembic 0003's and 0012's (the
-    -- chunk index), which own them.
+    -- From the canonical chunks: the truncate trigger empties both lists and zeroes the
+    -- statistics, so the single indexing pass below computes every impact with today's
+    -- average length.
+    lock table quarry.chunk_terms, quarry.text_postings, quarry.text_posting_blocks in exclusive mode;
+    truncate quarry.chunk_terms;
+    -- Loading into an unindexed table is much faster than maintaining its indexes row by row;
+    -- the rows then all become blocks, and the indexes come back over an empty table. The
+    -- definitions repeat alembic 0022's and 0012's (the chunk index), which own them.
     drop index quarry.text_postings_impact_idx;
     drop index quarry.text_postings_chunk_idx;
     indexed := quarry.index_chunk_terms(array(select id from quarry.chunks), k1, b, code_b);
-    create index text_postings_impact_idx on quarry.text_postings (term_id, impact desc) include (chunk_id);
+    perform quarry.pool_postings();
+    insert into pg_temp.pooled_postings
+    select p.term_id, null, null, p.chunk_id, p.impact from quarry.text_postings p;
+    truncate quarry.text_postings;
+    update quarry.text_stats set recent_postings = 0;
+    perform quarry.write_posting_blocks();
+    create index text_postings_impact_idx on quarry.text_postings (term_id, impact desc, chunk_id desc);
     create index text_postings_chunk_idx on quarry.text_postings (chunk_id, term_id) include (impact);
     return indexed;
 end
 $$;
 
 comment on function quarry.rebuild_text_index(real, real, real) is
-'Rebuild every BM25 posting, term frequency and corpus statistic from the chunks (ingestion runs it after a first ingest).';
+'Rebuild every BM25 posting (all in blocks), term frequency and corpus statistic from the chunks (ingestion runs it after a first ingest).';

@@ -182,3 +182,7 @@ $$;
 
 comment on function quarry.restore_space_indexes() is
 'Build every HNSW index a bulk load deferred (quarry.defer_space_index); returns how many were built.';
+
+-- BM25 postings a migration (or an upgrade from one posting row each, alembic 0022) left as rows
+-- move into blocks on every migrate, once they are many (quarry.compact_text_postings).
+select quarry.compact_text_postings();

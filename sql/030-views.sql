@@ -62,3 +62,15 @@ cross join lateral (
 
 comment on view quarry.source_stats is
 'Per source: trust settings, release version, documents, chunks, vectors per embedding space, last ingest and freshness (newest change, median document age in days).';
+
+drop view if exists quarry.text_index_postings;
+create view quarry.text_index_postings as
+select b.term_id, u.chunk_id, u.impact, true as in_block
+from quarry.text_posting_blocks b
+cross join lateral unnest(b.chunk_ids, b.impacts) as u (chunk_id, impact)
+union all
+select p.term_id, p.chunk_id, p.impact, false
+from quarry.text_postings p;
+
+comment on view quarry.text_index_postings is
+'Every BM25 posting by term, one row each: those compacted into text_posting_blocks (in_block) and the rows written since (text_postings). Each chunk''s postings are also its quarry.chunk_terms row.';

@@ -12,7 +12,7 @@ from psycopg_pool import ConnectionPool
 from engine.embed.base import Embedder
 from engine.ingest.pipeline import Ingestor
 from engine.ingest.sources import SourceSpec
-from tests.corpus import write_corpus
+from tests.corpus import FILES, write_corpus
 
 K1, B, CODE_B = 0.9, 0.4, 0.9  # code chunks normalise length harder (sql/018-text-index.sql)
 
@@ -23,20 +23,53 @@ def ingestor(pool: ConnectionPool, local_embedder: Embedder) -> Ingestor:
 
 
 def _assert_statistics_exact(pool: ConnectionPool) -> None:
+    """The statistics count chunk_terms, and the lists by term hold exactly its postings, in order."""
     with pool.connection() as conn:
-        stats = conn.execute("select chunk_count, total_length from quarry.text_stats").fetchone()
+        stats = conn.execute(
+            "select chunk_count, total_length, postings, recent_postings from quarry.text_stats").fetchone()
         actual = conn.execute(
-            "select count(*), coalesce(sum(l), 0) from (select distinct chunk_id, chunk_length as l"
-            " from quarry.text_postings) c"
-        ).fetchone()
+            "select count(*), coalesce(sum(chunk_length), 0), coalesce(sum(cardinality(term_ids)), 0),"
+            " (select count(*) from quarry.text_postings) from quarry.chunk_terms").fetchone()
         wrong_frequencies = conn.execute(
             "select count(*) from quarry.text_terms t where t.chunk_frequency <>"
-            " (select count(*) from quarry.text_postings p where p.term_id = t.id)"
+            " (select count(*) from quarry.chunk_terms c where t.id = any (c.term_ids))"
         ).fetchone()
+        # each chunk's postings are in the lists by term once, with the same impact
+        unlisted, listed_only = conn.execute(
+            "with own as (select u.term_id, c.chunk_id, u.impact from quarry.chunk_terms c"
+            "             cross join lateral unnest(c.term_ids, c.impacts) as u (term_id, impact)),"
+            " listed as (select term_id, chunk_id, impact from quarry.text_index_postings)"
+            " select (select count(*) from (select * from own except all select * from listed) a),"
+            "        (select count(*) from (select * from listed except all select * from own) b)").fetchone()
+        unordered_blocks = conn.execute(BLOCKS_OUT_OF_ORDER).fetchone()
+        unindexed_chunks = conn.execute(
+            "select count(*) from quarry.chunks c where c.search_vector <> ''"
+            " and not exists (select 1 from quarry.chunk_terms t where t.chunk_id = c.id)").fetchone()
     assert stats is not None and actual is not None
-    assert stats[0] == actual[0]
+    assert (stats[0], stats[2], stats[3]) == (actual[0], actual[2], actual[3])
     assert stats[1] == pytest.approx(actual[1], rel=1e-5)
     assert wrong_frequencies == (0,)
+    assert (unlisted, listed_only) == (0, 0)
+    assert unordered_blocks == (0,)
+    assert unindexed_chunks == (0,)
+
+
+# Blocks breaking the layout bm25_top and the compaction rely on (sql/018): each sorted by
+# impact then chunk id, both descending, keyed by its first posting, at most 256 postings, and
+# every posting above the next block's key.
+BLOCKS_OUT_OF_ORDER = """
+with blocks as (
+    select b.*, lead((b.top_impact, b.top_chunk_id)) over list as next_key
+    from quarry.text_posting_blocks b
+    window list as (partition by b.term_id order by b.top_impact desc, b.top_chunk_id desc)
+)
+select count(*) from blocks b
+where (b.top_impact, b.top_chunk_id) <> (b.impacts[1], b.chunk_ids[1])
+   or cardinality(b.chunk_ids) > 256
+   or (b.impacts[cardinality(b.impacts)], b.chunk_ids[cardinality(b.chunk_ids)]) <= b.next_key
+   or exists (select 1 from generate_series(2, cardinality(b.chunk_ids)) i
+              where (b.impacts[i], b.chunk_ids[i]) >= (b.impacts[i - 1], b.chunk_ids[i - 1]))
+"""
 
 
 def test_statistics_follow_ingest_reingest_and_deletes(
@@ -67,7 +100,7 @@ def test_postings_inserted_apart_are_counted_once_by_count_new_postings(
         terms_before = conn.execute("select sum(chunk_frequency) from quarry.text_terms").fetchone()
         chunk_ids = [row[0] for row in conn.execute("select id from quarry.chunks order by id limit 3").fetchall()]
         # as a re-index of those chunks would: their postings removed (and uncounted) first
-        conn.execute("delete from quarry.text_postings where chunk_id = any(%s)", (chunk_ids,))
+        conn.execute("delete from quarry.chunk_terms where chunk_id = any(%s)", (chunk_ids,))
         row = conn.execute("select quarry.insert_chunk_postings(%s)", (chunk_ids,)).fetchone()
         assert row is not None and row[0] > 0
         inserted = row[0]
@@ -79,7 +112,7 @@ def test_postings_inserted_apart_are_counted_once_by_count_new_postings(
         assert conn.execute("select chunk_count, total_length from quarry.text_stats").fetchone() == before
         assert conn.execute("select sum(chunk_frequency) from quarry.text_terms").fetchone() == terms_before
         # index_chunk_terms (what rebuild_text_index calls) inserts and counts in one call
-        conn.execute("delete from quarry.text_postings where chunk_id = any(%s)", (chunk_ids,))
+        conn.execute("delete from quarry.chunk_terms where chunk_id = any(%s)", (chunk_ids,))
         conn.execute("select quarry.index_chunk_terms(%s)", (chunk_ids,))
         conn.commit()
     _assert_statistics_exact(pool)
@@ -155,9 +188,9 @@ def test_rebuild_reproduces_incremental_statistics(
 ) -> None:
     ingestor.ingest(write_corpus(tmp_path), SourceSpec(slug="sample"))
     with pool.connection() as conn:
-        before = conn.execute("select count(*) from quarry.text_postings").fetchone()
+        before = conn.execute("select count(*) from quarry.text_index_postings").fetchone()
         conn.execute("select quarry.rebuild_text_index()")
-        after = conn.execute("select count(*) from quarry.text_postings").fetchone()
+        after = conn.execute("select count(*) from quarry.text_index_postings").fetchone()
     assert before == after
     _assert_statistics_exact(pool)
 
@@ -168,6 +201,95 @@ def test_truncating_sources_empties_postings_and_statistics(
     ingestor.ingest(write_corpus(tmp_path), SourceSpec(slug="sample"))
     with pool.connection() as conn:
         conn.execute("truncate quarry.sources cascade")
-        postings = conn.execute("select count(*) from quarry.text_postings").fetchone()
+        postings = conn.execute("select count(*) from quarry.text_index_postings").fetchone()
         stats = conn.execute("select chunk_count, total_length from quarry.text_stats").fetchone()
     assert postings == (0,) and stats == (0, 0)
+
+
+def _notes(count: int, first: int = 0) -> dict[str, str]:
+    """Notes sharing the term "alpha", at seven lengths: long lists with many equal impacts."""
+    return {f"notes/n{i:04}.md": f"# Note {i}\n\nalpha {'beta ' * (i % 7)}word{i}\n"
+            for i in range(first, first + count)}
+
+
+def _alpha_top(pool: ConnectionPool, depth: int) -> tuple[list[object], list[object]]:
+    """The top ``depth`` chunks of "alpha" as bm25_top reads its list, and as chunk_terms orders them."""
+    with pool.connection() as conn:
+        read = [row[0] for row in conn.execute(
+            "select chunk_id from quarry.bm25_top('alpha', %s, %s) order by score desc, chunk_id desc",
+            (depth, depth)).fetchall()]
+        expected = [row[0] for row in conn.execute(
+            "select c.chunk_id from quarry.chunk_terms c join quarry.text_terms t on t.lexeme = 'alpha'"
+            " where t.id = any (c.term_ids)"
+            " order by c.impacts[array_position(c.term_ids, t.id)] desc, c.chunk_id desc limit %s",
+            (depth,)).fetchall()]
+    return read, expected
+
+
+def test_compaction_moves_rows_into_blocks_without_changing_a_score(
+    ingestor: Ingestor, pool: ConnectionPool, tmp_path: Path
+) -> None:
+    # The first ingest rebuilds the index: "alpha" gets 300 postings, cut into three blocks.
+    ingestor.ingest(write_corpus(tmp_path / "first", _notes(300)), SourceSpec(slug="first"))
+    # A second source is not most of the corpus: its postings stay rows (too few to compact).
+    ingestor.ingest(write_corpus(tmp_path / "second", {**FILES, **_notes(200, first=300)}),
+                    SourceSpec(slug="second"))
+    queries = ["alpha", "alpha beta word7", "partial index expression predicate", "word42 beta"]
+
+    def scores() -> list[list[tuple[object, float]]]:
+        with pool.connection() as conn:
+            return [conn.execute("select chunk_id, score from quarry.bm25_top(%s, 40, %s)", (query, depth)).fetchall()
+                    for query in queries for depth in (5, 100, 750)]
+
+    with pool.connection() as conn:
+        rows = conn.execute("select recent_postings from quarry.text_stats").fetchone()
+        blocks = conn.execute("select count(*) from quarry.text_posting_blocks b join quarry.text_terms t"
+                              " on t.id = b.term_id where t.lexeme = 'alpha'").fetchone()
+    assert rows is not None and rows[0] > 600 and blocks == (3,)
+    _assert_statistics_exact(pool)
+    before = scores()
+    read, expected = _alpha_top(pool, 200)
+    assert read == expected
+
+    with pool.connection() as conn:  # every row into the blocks: "alpha"'s blocks split
+        moved = conn.execute("select quarry.compact_text_postings(0, 0)").fetchone()
+        conn.commit()
+        assert moved == rows
+        assert conn.execute("select count(*) from quarry.text_postings").fetchone() == (0,)
+    _assert_statistics_exact(pool)
+    assert scores() == before
+    for depth in (1, 100, 256, 500):
+        read, expected = _alpha_top(pool, depth)
+        assert read == expected
+
+    # Deletes remove postings from blocks (some emptied, some losing their first posting).
+    for relative in {**FILES, **_notes(150, first=350)}:
+        (tmp_path / "second" / relative).unlink()
+    ingestor.ingest(tmp_path / "second", SourceSpec(slug="second"))
+    _assert_statistics_exact(pool)
+    read, expected = _alpha_top(pool, 400)
+    assert read == expected
+    with pool.connection() as conn:
+        conn.execute("delete from quarry.sources where slug = 'first'")
+    _assert_statistics_exact(pool)
+    read, expected = _alpha_top(pool, 400)
+    assert len(read) == 50 and read == expected
+
+
+def test_compaction_waits_for_enough_rows(ingestor: Ingestor, pool: ConnectionPool, tmp_path: Path) -> None:
+    ingestor.ingest(write_corpus(tmp_path / "first", _notes(40)), SourceSpec(slug="first"))
+    ingestor.ingest(write_corpus(tmp_path / "second", _notes(5, first=40)), SourceSpec(slug="second"))
+    with pool.connection() as conn:
+        rows = conn.execute("select recent_postings, postings from quarry.text_stats").fetchone()
+        assert rows is not None and 0 < rows[0] < rows[1]
+        # below min_postings, then below min_share of all postings: nothing moves
+        assert conn.execute("select quarry.compact_text_postings(%s, 0)", (rows[0] + 1,)).fetchone() == (0,)
+        assert conn.execute("select quarry.compact_text_postings(0, %s)",
+                            (rows[0] / rows[1] + 0.01,)).fetchone() == (0,)
+        assert conn.execute("select quarry.compact_text_postings(%s, 0)", (rows[0],)).fetchone() == (rows[0],)
+        conn.commit()
+        # note 42 ranks above every posting of the first 40 (as short, and a newer chunk): it joins
+        # the term's first block rather than starting a block of its own
+        assert conn.execute("select count(*) from quarry.text_posting_blocks b join quarry.text_terms t"
+                            " on t.id = b.term_id where t.lexeme = 'alpha'").fetchone() == (1,)
+    _assert_statistics_exact(pool)

@@ -167,8 +167,9 @@ def _snapshot(conn: psycopg.Connection[Any]) -> dict[str, Any]:
             " from quarry.chunks c join quarry.documents d on d.id = c.document_id"
             " order by d.path, c.ordinal").fetchall(),
         "postings": conn.execute(
-            "select d.path, c.ordinal, t.lexeme, p.term_frequency, p.chunk_length, round(p.impact::numeric, 4)"
-            " from quarry.text_postings p join quarry.text_terms t on t.id = p.term_id"
+            "select d.path, c.ordinal, t.lexeme, ct.chunk_length, round(p.impact::numeric, 4)"
+            " from quarry.text_index_postings p join quarry.text_terms t on t.id = p.term_id"
+            " join quarry.chunk_terms ct on ct.chunk_id = p.chunk_id"
             " join quarry.chunks c on c.id = p.chunk_id join quarry.documents d on d.id = c.document_id"
             " order by 1, 2, 3").fetchall(),
         "terms": conn.execute("select lexeme, chunk_frequency from quarry.text_terms where chunk_frequency > 0"
@@ -205,10 +206,10 @@ def _assert_no_orphans_and_one_vector_per_chunk_per_space(conn: psycopg.Connecti
     assert wrong == []
     orphans = conn.execute(
         """
-        select (select count(*) from quarry.text_postings p where not exists
+        select (select count(*) from quarry.text_index_postings p where not exists
                     (select 1 from quarry.chunks c where c.id = p.chunk_id)),
                (select count(*) from quarry.chunks c where not exists
-                    (select 1 from quarry.text_postings p where p.chunk_id = c.id) and c.search_vector <> ''),
+                    (select 1 from quarry.chunk_terms p where p.chunk_id = c.id) and c.search_vector <> ''),
                (select count(*) from quarry.documents d where not exists
                     (select 1 from quarry.chunks c where c.document_id = d.id)),
                (select count(*) from quarry.chunks c where c.source_id <> (select id from quarry.sources

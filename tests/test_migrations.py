@@ -145,7 +145,14 @@ def test_0015_recomputes_code_postings_with_their_own_length_normalisation(
     def impacts() -> tuple[Postings, float]:
         """(chunk, term) -> is the chunk code, its impact, term frequency, chunk length; and the average length."""
         with psycopg.connect(scratch_url) as conn:
+            # from 0022 most postings are in blocks, and their term frequency is the chunk's
             rows = conn.execute(
+                "select p.chunk_id, p.term_id, c.is_code, p.impact, f.term_frequency, ct.chunk_length"
+                " from quarry.text_index_postings p join quarry.chunks c on c.id = p.chunk_id"
+                " join quarry.chunk_terms ct on ct.chunk_id = p.chunk_id"
+                " join quarry.text_terms t on t.id = p.term_id"
+                " join lateral quarry.weighted_term_frequencies(c.search_vector) f on f.lexeme = t.lexeme"
+                if conn.execute("select to_regclass('quarry.chunk_terms') is not null").fetchone() == (True,) else
                 "select p.chunk_id, p.term_id, c.is_code, p.impact, p.term_frequency, p.chunk_length"
                 " from quarry.text_postings p join quarry.chunks c on c.id = p.chunk_id").fetchall()
             stats = conn.execute("select total_length / chunk_count from quarry.text_stats").fetchone()

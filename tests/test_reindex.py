@@ -24,8 +24,9 @@ EXTRA = {
 }
 
 SNAPSHOTS = {
-    "postings": "select t.lexeme, p.chunk_id, round(p.impact::numeric, 5) from quarry.text_postings p "
+    "postings": "select t.lexeme, p.chunk_id, round(p.impact::numeric, 5) from quarry.text_index_postings p "
                 "join quarry.text_terms t on t.id = p.term_id where t.chunk_frequency > 0 order by 1, 2",
+    "chunk terms": "select chunk_id, chunk_length, term_ids, impacts from quarry.chunk_terms order by 1",
     "terms": "select lexeme, chunk_frequency from quarry.text_terms where chunk_frequency > 0 order by 1",
     "stats": "select chunk_count, total_length from quarry.text_stats",
     "vectors": "select id, search_vector::text from quarry.chunks order by id",
@@ -58,8 +59,10 @@ def test_reindex_restores_every_derived_table(pool: ConnectionPool, database_url
     assert all(before.values()), {name: len(rows) for name, rows in before.items()}
 
     with pool.connection() as conn:  # damage every derived table
-        conn.execute("delete from quarry.text_postings where chunk_id in "
+        conn.execute("delete from quarry.chunk_terms where chunk_id in "
                      "(select id from quarry.chunks order by id limit 3)")
+        conn.execute("update quarry.text_posting_blocks set impacts = array_fill(0::real, array[cardinality(impacts)])"
+                     " where term_id in (select id from quarry.text_terms order by id limit 20)")
         conn.execute("update quarry.text_stats set total_length = total_length + 999")
         conn.execute("update quarry.facet_counts set documents = documents + 7")
         conn.execute("update quarry.version_facet_combinations set documents = documents + 2")

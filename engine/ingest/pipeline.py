@@ -370,6 +370,8 @@ class Ingestor:
             conn.execute("select quarry.refresh_version_facet_counts(array[%s]::bigint[])", (source_id,))
             if rebuild:
                 conn.execute("select quarry.rebuild_text_index()")
+            else:  # the postings written as rows join their terms' blocks once they are many
+                conn.execute("select quarry.compact_text_postings()")
             summary.write_seconds += time.perf_counter() - started
         summary.deleted += len(gone_ids)
 
