@@ -39,7 +39,7 @@ comment on function quarry.weighted_term_frequencies(tsvector) is
 -- row (its term ids and impacts as parallel arrays): exact scores read it, and the statistics
 -- count it, so a chunk's postings come and go with its row. The lists by term are in two
 -- places: quarry.text_posting_blocks, each term's postings in impact order cut into blocks of
--- about 128, and quarry.text_postings, one row per posting written since the last compaction
+-- about 32, and quarry.text_postings, one row per posting written since the last compaction
 -- (quarry.compact_text_postings moves them into blocks). A row costs 60 bytes and two index
 -- entries of 36; a posting in a block costs 20 and one in chunk_terms 8: at 1M chunks the
 -- postings took 7,093 bytes per chunk as rows alone (docs/BENCHMARKS.md, storage).
@@ -113,7 +113,7 @@ begin
     -- CPU than inserting in chunk order (docs/benchmarks-log.md § Ingest throughput without
     -- model time).
     insert into quarry.text_postings (term_id, chunk_id, term_frequency, chunk_length, impact)
-    select * from pg_temp.new_postings order by term_id, impact desc;
+    select * from pg_temp.new_postings order by term_id, impact desc, chunk_id desc;
     get diagnostics inserted = row_count;
     insert into quarry.chunk_terms (chunk_id, chunk_length, term_ids, impacts)
     select p.chunk_id, max(p.chunk_length), array_agg(p.term_id order by p.term_id),
@@ -360,9 +360,11 @@ language plpgsql volatile
 set search_path = quarry, pg_catalog
 as $$
 declare
-    -- postings per block: a term's first blocks hold what a query reads (per_term_depth 750
-    -- is six of them), and 256 postings (5 KB) still fit inline (alembic 0022)
-    block_size constant int := 128;
+    -- Postings per block. Removing a posting writes its whole block again: at 100k chunks,
+    -- removing 1,000 chunks' postings took 6.7 s with blocks of 128 and 3.1-3.6 s with 32 (their
+    -- rows alone: 1.5-1.9 s), compacting 50,000 postings 12.6 s and 6.9 s, for 192 more bytes
+    -- per chunk (7,541 against 7,349) and the same search time (docs/BENCHMARKS.md, storage).
+    block_size constant int := 32;
     written bigint;
 begin
     insert into quarry.text_posting_blocks (term_id, top_impact, top_chunk_id, chunk_ids, impacts)
@@ -391,7 +393,7 @@ end
 $$;
 
 comment on function quarry.write_posting_blocks() is
-'Write the postings of pg_temp.pooled_postings as blocks in impact order, one pool per block replaced (or per term''s new list), cut into blocks of about 128 when a pool holds more than 256; returns the blocks written.';
+'Write the postings of pg_temp.pooled_postings as blocks in impact order, one pool per block replaced (or per term''s new list), cut into blocks of about 32 when a pool holds more than 64; returns the blocks written.';
 
 create or replace function quarry.compact_text_postings(min_postings bigint default 50000,
                                                         min_share double precision default 0.05)

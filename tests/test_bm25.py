@@ -55,7 +55,7 @@ def _assert_statistics_exact(pool: ConnectionPool) -> None:
 
 
 # Blocks breaking the layout bm25_top and the compaction rely on (sql/018): each sorted by
-# impact then chunk id, both descending, keyed by its first posting, at most 256 postings, and
+# impact then chunk id, both descending, keyed by its first posting, at most 64 postings, and
 # every posting above the next block's key.
 BLOCKS_OUT_OF_ORDER = """
 with blocks as (
@@ -65,7 +65,7 @@ with blocks as (
 )
 select count(*) from blocks b
 where (b.top_impact, b.top_chunk_id) <> (b.impacts[1], b.chunk_ids[1])
-   or cardinality(b.chunk_ids) > 256
+   or cardinality(b.chunk_ids) > 64
    or (b.impacts[cardinality(b.impacts)], b.chunk_ids[cardinality(b.chunk_ids)]) <= b.next_key
    or exists (select 1 from generate_series(2, cardinality(b.chunk_ids)) i
               where (b.impacts[i], b.chunk_ids[i]) >= (b.impacts[i - 1], b.chunk_ids[i - 1]))
@@ -229,7 +229,7 @@ def _alpha_top(pool: ConnectionPool, depth: int) -> tuple[list[object], list[obj
 def test_compaction_moves_rows_into_blocks_without_changing_a_score(
     ingestor: Ingestor, pool: ConnectionPool, tmp_path: Path
 ) -> None:
-    # The first ingest rebuilds the index: "alpha" gets 300 postings, cut into three blocks.
+    # The first ingest rebuilds the index: "alpha" gets 300 postings, cut into ten blocks.
     ingestor.ingest(write_corpus(tmp_path / "first", _notes(300)), SourceSpec(slug="first"))
     # A second source is not most of the corpus: its postings stay rows (too few to compact).
     ingestor.ingest(write_corpus(tmp_path / "second", {**FILES, **_notes(200, first=300)}),
@@ -245,7 +245,7 @@ def test_compaction_moves_rows_into_blocks_without_changing_a_score(
         rows = conn.execute("select recent_postings from quarry.text_stats").fetchone()
         blocks = conn.execute("select count(*) from quarry.text_posting_blocks b join quarry.text_terms t"
                               " on t.id = b.term_id where t.lexeme = 'alpha'").fetchone()
-    assert rows is not None and rows[0] > 600 and blocks == (3,)
+    assert rows is not None and rows[0] > 600 and blocks == (10,)
     _assert_statistics_exact(pool)
     before = scores()
     read, expected = _alpha_top(pool, 200)
@@ -258,7 +258,7 @@ def test_compaction_moves_rows_into_blocks_without_changing_a_score(
         assert conn.execute("select count(*) from quarry.text_postings").fetchone() == (0,)
     _assert_statistics_exact(pool)
     assert scores() == before
-    for depth in (1, 100, 256, 500):
+    for depth in (1, 64, 100, 500):
         read, expected = _alpha_top(pool, depth)
         assert read == expected
 

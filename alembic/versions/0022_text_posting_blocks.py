@@ -9,11 +9,12 @@ same postings in about a fifth of that:
   ids and impacts. The exact scoring of candidates reads it by primary key, and it is what the
   BM25 statistics count: a chunk's postings are added and removed with its row.
 - ``quarry.text_posting_blocks``: each term's postings in impact order, cut into blocks of
-  about 128 (chunk ids and impacts as parallel arrays). A block is keyed by its first posting
+  about 32 (chunk ids and impacts as parallel arrays). A block is keyed by its first posting
   (highest impact, then highest chunk id), so reading a term's list is a backward scan of the
   key index, and the block a posting belongs to is the one with the smallest key at or above
-  it. ``toast_tuple_target`` keeps blocks of up to 256 postings (about 5 KB) inline and
-  uncompressed: a read never detours through TOAST.
+  it. A block holds at most 64 postings (1.3 KB), under the TOAST threshold, and
+  ``toast_tuple_target`` keeps even larger rows inline and uncompressed: a read never detours
+  through TOAST.
 
 ``quarry.text_postings`` keeps its shape and becomes the postings written since the last
 compaction (``quarry.compact_text_postings``, sql/018), which an ingest runs at its end once
