@@ -382,9 +382,10 @@ begin
     cross join lateral (
         select case when pool.size > 2 * block_size then ceil(pool.size / block_size::numeric)::int else 1 end as count
     ) pieces
+    -- in bigint: at 1M chunks a common term's list (n pieces x its size) passes 2^31
     cross join lateral (
-        select 1 + n * pool.size / pieces.count as first, (n + 1) * pool.size / pieces.count as last
-        from generate_series(0, pieces.count - 1) as n
+        select (1 + n * pool.size / pieces.count)::int as first, ((n + 1) * pool.size / pieces.count)::int as last
+        from generate_series(0::bigint, pieces.count - 1) as n
     ) piece;
     get diagnostics written = row_count;
     truncate pg_temp.pooled_postings;

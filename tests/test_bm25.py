@@ -293,3 +293,19 @@ def test_compaction_waits_for_enough_rows(ingestor: Ingestor, pool: ConnectionPo
         assert conn.execute("select count(*) from quarry.text_posting_blocks b join quarry.text_terms t"
                             " on t.id = b.term_id where t.lexeme = 'alpha'").fetchone() == (1,)
     _assert_statistics_exact(pool)
+
+
+def test_a_list_of_a_million_postings_is_cut_into_blocks(pool: ConnectionPool) -> None:
+    # A term in every chunk of a 1M-chunk corpus: its pieces' bounds (piece number x list size)
+    # pass 2^31. Synthetic postings in a transaction rolled back: blocks have no foreign keys.
+    postings = 1_000_000
+    with pool.connection() as conn, conn.transaction(force_rollback=True):
+        conn.execute("select quarry.pool_postings()")
+        conn.execute("insert into pg_temp.pooled_postings (term_id, chunk_id, impact)"
+                     " select -1, gen_random_uuid(), n::real from generate_series(1, %s) n", (postings,))
+        blocks = conn.execute("select quarry.write_posting_blocks()").fetchone()
+        assert blocks == (postings // 32,)
+        assert conn.execute("select sum(cardinality(chunk_ids)), min(cardinality(chunk_ids)),"
+                            " max(cardinality(chunk_ids)) from quarry.text_posting_blocks"
+                            " where term_id = -1").fetchone() == (postings, 32, 32)
+        assert conn.execute(BLOCKS_OUT_OF_ORDER).fetchone() == (0,)
