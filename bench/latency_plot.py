@@ -91,7 +91,7 @@ def markdown_tables(out: Path) -> str:
     reports = read_results(out)
     mib = 1024 * 1024
     lines = ["| chunks | generate | COPY load | BM25 postings | HNSW build | vacuum analyze | database |"
-             " chunks (heap + GIN) | postings (+ indexes) | embeddings | HNSW index |",
+             " chunks (heap + GIN, none since alembic 0023) | postings (+ indexes) | embeddings | HNSW index |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for report in reports:
         load, size = report["load"], report["load"]["sizes"]
@@ -108,7 +108,7 @@ def markdown_tables(out: Path) -> str:
             f"| {int(report['scale']):,} | {load['generate_seconds']:.0f} s | {load['load_seconds']:.0f} s"
             f" | {load['postings_seconds']:.0f} s | {load['hnsw_seconds']:.0f} s"
             f" | {load['vacuum_analyze_seconds']:.0f} s | {size['database'] / mib:,.0f} MiB"
-            f" | {size['table:chunks'] / mib:,.0f} + {size['index:chunks_search_vector_idx'] / mib:,.0f} MiB"
+            f" | {size['table:chunks'] / mib:,.0f} + {size.get('index:chunks_search_vector_idx', 0) / mib:,.0f} MiB"
             f" | {postings_tables / mib:,.0f} + {postings_indexes:,.0f} MiB"
             f" | {size['table:embeddings'] / mib:,.0f} MiB | {size['index:embeddings_hnsw_text'] / mib:,.0f} MiB |")
     lines += ["", "| chunks | mode | p50 ms | p95 ms | p99 ms | p50 / p95 ms, queries with a top-100 word |"

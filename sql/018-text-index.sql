@@ -79,7 +79,9 @@ begin
     select c.id, f.lexeme, f.term_frequency, sum(f.term_frequency) over (partition by c.id),
            case when c.is_code then code_b else b end
     from quarry.chunks c
-    cross join lateral quarry.weighted_term_frequencies(c.search_vector) f
+    -- tokenized here, once per chunk: no stored search vector (alembic 0023)
+    cross join lateral quarry.weighted_term_frequencies(
+        quarry.chunk_tsvector(c.title, c.heading_path, c.symbol_path, c.content)) f
     where c.id = any(chunk_ids);
 
     -- In lexeme order: two writers adding the same new lexemes wait for each other in one

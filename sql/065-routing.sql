@@ -39,19 +39,6 @@ $$;
 comment on function quarry.selective_lexemes(text, double precision) is
 'Query lexemes that narrow the corpus: not generic answer words, and in at most max_share of the chunks.';
 
-create or replace function quarry.all_lexemes_query(lexemes text[]) returns tsquery
-language sql immutable parallel safe strict
-set search_path = pg_catalog
-as $$
-    -- Lexemes are already normalised: quote them (doubling quotes and backslashes) so
-    -- the cast keeps them verbatim instead of parsing them as query syntax.
-    select nullif(string_agg('''' || replace(replace(l, '\', '\\'), '''', '''''') || '''', ' & '), '')::tsquery
-    from unnest(lexemes) l
-$$;
-
-comment on function quarry.all_lexemes_query(text[]) is
-'A tsquery requiring every given (already stemmed) lexeme; null for none.';
-
 create or replace function quarry.count_filtered_documents(filters jsonb default null) returns bigint
 language plpgsql stable
 set search_path = quarry, pg_catalog
@@ -132,7 +119,12 @@ as $$
 #variable_conflict use_column
 declare
     resolved jsonb := quarry.resolve_version_filters(filters);
-    matcher tsquery := quarry.all_lexemes_query(quarry.selective_lexemes(query_text));
+    lexemes text[] := quarry.selective_lexemes(query_text);
+    -- their term ids, rarest first; null when there is none, or when one is in no chunk (then no
+    -- chunk holds them all)
+    wanted_term_ids int[] := (select case when count(*) = cardinality(lexemes)
+                                   then array_agg(t.id order by t.chunk_frequency, t.id) end
+                       from quarry.text_terms t where t.lexeme = any (lexemes) and t.chunk_frequency > 0);
     facet_rules boolean := coalesce(filters ?| array['deprecated', 'content_type', 'language', 'package'], false);
     version_rules boolean := coalesce(filters ?| array['language_target', 'sdk_dependency'], false);
     location_rules boolean := coalesce(filters ?| array['path', 'symbol', 'chunk_kind'], false);
@@ -144,14 +136,24 @@ begin
     with allowed_sources as materialized (
         select * from quarry.filtered_source_ids(filters)
     ),
-    -- keyword leg: documents with a chunk holding every selective term (GIN index);
-    -- bound + 1 documents tell the caller the bound was hit
+    -- keyword leg: documents with a chunk holding every selective term: the rarest term's postings
+    -- (in blocks and in rows not yet compacted; each posting is in one of them), the others checked
+    -- in the chunk's terms; bound + 1 documents tell the caller the bound was hit
+    rarest_term_chunks as (
+        select u.chunk_id from quarry.term_block_postings(wanted_term_ids[1]) u
+        where wanted_term_ids is not null
+        union all
+        select r.chunk_id from quarry.text_postings r
+        where wanted_term_ids is not null and r.term_id = wanted_term_ids[1]
+    ),
     keyword as (
         select distinct c.document_id
-        from quarry.chunks c
+        from rarest_term_chunks r
+        join quarry.chunks c on c.id = r.chunk_id
         join allowed_sources s on s.id = c.source_id
-        where matcher is not null
-          and c.search_vector @@ matcher
+        where (cardinality(wanted_term_ids) = 1
+               or exists (select from quarry.chunk_terms ct
+                          where ct.chunk_id = r.chunk_id and ct.term_ids @> wanted_term_ids))
           -- a check passes every chunk without its rule, and costs a function call per chunk: skipped then
           and (not facet_rules
                or quarry.chunk_allowed(filters, c.content_type, c.language, c.package, c.deprecated or s.deprecated))

@@ -43,7 +43,8 @@ def _assert_statistics_exact(pool: ConnectionPool) -> None:
             "        (select count(*) from (select * from listed except all select * from own) b)").fetchone()
         unordered_blocks = conn.execute(BLOCKS_OUT_OF_ORDER).fetchone()
         unindexed_chunks = conn.execute(
-            "select count(*) from quarry.chunks c where c.search_vector <> ''"
+            "select count(*) from quarry.chunks c"
+            " where quarry.chunk_tsvector(c.title, c.heading_path, c.symbol_path, c.content) <> ''"
             " and not exists (select 1 from quarry.chunk_terms t where t.chunk_id = c.id)").fetchone()
     assert stats is not None and actual is not None
     assert (stats[0], stats[2], stats[3]) == (actual[0], actual[2], actual[3])
@@ -126,7 +127,8 @@ def test_bm25_scores_match_a_reference_implementation(
     with pool.connection() as conn:
         rows = conn.execute(
             "select c.id, f.lexeme, f.term_frequency, c.is_code from quarry.chunks c"
-            " cross join lateral quarry.weighted_term_frequencies(c.search_vector) f"
+            " cross join lateral quarry.weighted_term_frequencies("
+            "     quarry.chunk_tsvector(c.title, c.heading_path, c.symbol_path, c.content)) f"
         ).fetchall()
         lexemes = set(conn.execute("select quarry.query_lexemes(%s)", (query,)).fetchone()[0])  # type: ignore[index]
         got: dict[object, float] = dict(
@@ -309,3 +311,40 @@ def test_a_list_of_a_million_postings_is_cut_into_blocks(pool: ConnectionPool) -
                             " max(cardinality(chunk_ids)) from quarry.text_posting_blocks"
                             " where term_id = -1").fetchone() == (postings, 32, 32)
         assert conn.execute(BLOCKS_OUT_OF_ORDER).fetchone() == (0,)
+
+
+def test_counting_finds_the_documents_with_a_chunk_holding_every_selective_term(
+    ingestor: Ingestor, pool: ConnectionPool, tmp_path: Path
+) -> None:
+    # quarry.count_candidate_documents' keyword leg reads postings (alembic 0023 dropped the stored
+    # search vector it matched with a GIN index): in blocks after the first ingest, in rows after
+    # the second; its answer is checked against each chunk's own lexemes.
+    ingestor.ingest(write_corpus(tmp_path / "first", {**FILES, **_notes(30)}), SourceSpec(slug="first"))
+    ingestor.ingest(write_corpus(tmp_path / "second", _notes(12, first=30)), SourceSpec(slug="second"))
+    with pool.connection() as conn:
+        assert conn.execute("select count(*) > 0 from quarry.text_postings").fetchone() == (True,)
+        assert conn.execute("select count(*) > 0 from quarry.text_posting_blocks").fetchone() == (True,)
+        chunk_lexemes: dict[object, list[set[str]]] = {}
+        for document_id, lexemes in conn.execute(
+                "select c.document_id, array(select lexeme from unnest(quarry.chunk_tsvector("
+                "c.title, c.heading_path, c.symbol_path, c.content))) from quarry.chunks c").fetchall():
+            chunk_lexemes.setdefault(document_id, []).append(set(lexemes))
+    queries = ["alpha", "alpha word31", "word7 beta", "word35 alpha", "word3 word35", "partial index predicate",
+               "parse user id", "expression index", "partial nonexistentword", "beta", "note 40"]
+
+    def keyword_documents(query: str) -> set[object]:
+        with pool.connection() as conn:
+            return {row[0] for row in conn.execute(
+                "select document_id from quarry.count_candidate_documents(%s) where keyword", (query,)).fetchall()}
+
+    found_some = 0
+    for query in queries:
+        with pool.connection() as conn:
+            row = conn.execute("select quarry.selective_lexemes(%s)", (query,)).fetchone()
+        assert row is not None
+        selective = set(row[0])
+        expected = {document for document, chunks in chunk_lexemes.items()
+                    if selective and any(selective <= lexemes for lexemes in chunks)}
+        assert keyword_documents(query) == expected, query
+        found_some += bool(expected)
+    assert found_some >= 6

@@ -163,7 +163,7 @@ def _snapshot(conn: psycopg.Connection[Any]) -> dict[str, Any]:
             " d.parser_version from quarry.documents d order by d.path").fetchall(),
         "chunks": conn.execute(
             "select d.path, c.ordinal, c.content, c.title, c.heading_path, c.symbol_path, c.is_code, c.start_line,"
-            " c.end_line, c.start_byte, c.end_byte, c.token_estimate, c.search_vector::text"
+            " c.end_line, c.start_byte, c.end_byte, c.token_estimate"
             " from quarry.chunks c join quarry.documents d on d.id = c.document_id"
             " order by d.path, c.ordinal").fetchall(),
         "postings": conn.execute(
@@ -209,7 +209,8 @@ def _assert_no_orphans_and_one_vector_per_chunk_per_space(conn: psycopg.Connecti
         select (select count(*) from quarry.text_index_postings p where not exists
                     (select 1 from quarry.chunks c where c.id = p.chunk_id)),
                (select count(*) from quarry.chunks c where not exists
-                    (select 1 from quarry.chunk_terms p where p.chunk_id = c.id) and c.search_vector <> ''),
+                    (select 1 from quarry.chunk_terms p where p.chunk_id = c.id)
+                          and quarry.chunk_tsvector(c.title, c.heading_path, c.symbol_path, c.content) <> ''),
                (select count(*) from quarry.documents d where not exists
                     (select 1 from quarry.chunks c where c.document_id = d.id)),
                (select count(*) from quarry.chunks c where c.source_id <> (select id from quarry.sources

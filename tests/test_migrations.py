@@ -151,7 +151,8 @@ def test_0015_recomputes_code_postings_with_their_own_length_normalisation(
                 " from quarry.text_index_postings p join quarry.chunks c on c.id = p.chunk_id"
                 " join quarry.chunk_terms ct on ct.chunk_id = p.chunk_id"
                 " join quarry.text_terms t on t.id = p.term_id"
-                " join lateral quarry.weighted_term_frequencies(c.search_vector) f on f.lexeme = t.lexeme"
+                " join lateral quarry.weighted_term_frequencies("
+                " quarry.chunk_tsvector(c.title, c.heading_path, c.symbol_path, c.content)) f on f.lexeme = t.lexeme"
                 if conn.execute("select to_regclass('quarry.chunk_terms') is not null").fetchone() == (True,) else
                 "select p.chunk_id, p.term_id, c.is_code, p.impact, p.term_frequency, p.chunk_length"
                 " from quarry.text_postings p join quarry.chunks c on c.id = p.chunk_id").fetchall()

@@ -29,7 +29,6 @@ SNAPSHOTS = {
     "chunk terms": "select chunk_id, chunk_length, term_ids, impacts from quarry.chunk_terms order by 1",
     "terms": "select lexeme, chunk_frequency from quarry.text_terms where chunk_frequency > 0 order by 1",
     "stats": "select chunk_count, total_length from quarry.text_stats",
-    "vectors": "select id, search_vector::text from quarry.chunks order by id",
     "facets": "select source_id, facet, value, documents from quarry.facet_counts order by 1, 2, 3",
     "facet combinations": "select source_id, content_type, language, package, deprecated, documents"
                           " from quarry.facet_combinations order by 1, 2, 3, 4, 5",
@@ -80,7 +79,7 @@ def test_reindex_restores_every_derived_table(pool: ConnectionPool, database_url
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["parts"] == ["text", "facets", "versions", "relations", "vectors"]
-    assert summary["counts"]["vectors"] == 3  # two HNSW indexes (text, code) and the GIN index
+    assert summary["counts"]["vectors"] == 2  # the two HNSW indexes (text, code)
     assert _snapshot(pool) == before
     with pool.connection() as conn:
         invalid = conn.execute("select count(*) from pg_index i join pg_class c on c.oid = i.indexrelid "

@@ -2,8 +2,8 @@
 
 Canonical: documents (raw bytes), chunks, vectors. Derived, and rebuilt here:
 
-- ``text``: each chunk's weighted tsvector (a stored generated column, recomputed by
-  rewriting the row) and every BM25 posting and statistic (``quarry.rebuild_text_index``);
+- ``text``: every BM25 posting and statistic, from each chunk's text tokenized again
+  (``quarry.rebuild_text_index``);
 - ``facets``: ``quarry.facet_counts`` and ``quarry.facet_combinations`` from the documents, and
   the version facet counts (per source and combination, and their totals) from the version
   constraints;
@@ -12,8 +12,8 @@ Canonical: documents (raw bytes), chunks, vectors. Derived, and rebuilt here:
   version facet counts recounted from them;
 - ``relations``: links and imports between documents, re-extracted from the raw bytes
   the same way (and how documents ingested before relations existed get theirs);
-- ``vectors``: every HNSW index and the full-text GIN index, rebuilt with
-  ``REINDEX CONCURRENTLY`` so searches keep answering meanwhile.
+- ``vectors``: every HNSW index, rebuilt with ``REINDEX CONCURRENTLY`` so searches keep
+  answering meanwhile.
 
 Each part but ``vectors`` runs in one transaction: searches see the old or the new
 derived data, never a mix. Run it after a crash that corrupted an index, after changing
@@ -73,7 +73,6 @@ def reindex(pool: ConnectionPool, parts: Sequence[Part] = PARTS,
 
 def _text(pool: ConnectionPool) -> int:
     with pool.connection() as conn, conn.transaction():
-        conn.execute("update quarry.chunks set title = title")  # recomputes the generated tsvector
         row = conn.execute("select quarry.rebuild_text_index()").fetchone()
     return int(row[0]) if row else 0
 
@@ -125,7 +124,6 @@ def _vectors(pool: ConnectionPool) -> int:
         restore_deferred_indexes(conn)
         names = [str(name) for (name,) in conn.execute(
             "select quarry.space_index_name(name) from quarry.embedding_spaces order by name").fetchall()]
-        names.append("chunks_search_vector_idx")
         conn.commit()
         with autocommit(conn):  # REINDEX CONCURRENTLY cannot run inside a transaction block
             for name in names:

@@ -186,8 +186,8 @@ def build_parser(*, registered: bool = True) -> argparse.ArgumentParser:
     add_eval_arguments(commands.add_parser("eval", help=EVAL_HELP))
 
     reindex = commands.add_parser(
-        "reindex", help="rebuild derived data (tsvectors and BM25 postings, facet counts, version constraints, "
-        "links and imports, vector and text indexes) from the stored documents, chunks and vectors",
+        "reindex", help="rebuild derived data (BM25 postings, facet counts, version constraints, "
+        "links and imports, vector indexes) from the stored documents, chunks and vectors",
         epilog="example: quarry reindex --only text --only facets")
     reindex.add_argument("--only", action="append", choices=["text", "facets", "versions", "relations", "vectors"],
                          help="rebuild only this part (repeatable; default: all)")

@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]  # engine/
 _REPO_DIR = _PACKAGE_DIR.parent
 
-# Functions created by alembic migrations (stored generated columns depend on them);
-# every other routine in the schema belongs to sql/ and is recreated on each migrate.
+# Functions created by alembic migrations: how a chunk is tokenized (the BM25 postings are made
+# from it, so changing it needs a migration and a reindex; alembic 0023's downgrade generates a
+# column from it). Every other routine in the schema belongs to sql/ and is recreated on each migrate.
 _MIGRATION_OWNED_ROUTINES = ("identifier_words", "chunk_tsvector")
 
 # Arbitrary constant shared by every Quarry process: "a migration is running".

@@ -55,8 +55,12 @@ _TOTALS = """
            (select count(*) from quarry.sources) as sources,
            (select count(*) from quarry.documents) as documents,
            (select count(*) from quarry.chunks) as chunks,
-           (select indisvalid from pg_index where indexrelid = to_regclass('quarry.chunks_search_vector_idx'))
-             as fts_index_valid
+           -- the BM25 text index: its postings' B-trees (sql/018), each present and valid
+           (select count(*) = 4 and bool_and(indisvalid) from pg_index
+            where indexrelid in (to_regclass('quarry.text_posting_blocks_key'),
+                                 to_regclass('quarry.text_postings_impact_idx'),
+                                 to_regclass('quarry.text_postings_chunk_idx'),
+                                 to_regclass('quarry.chunk_terms_pkey'))) as fts_index_valid
 """
 
 
