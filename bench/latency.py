@@ -75,6 +75,7 @@ from bench.peers import lancedb_hybrid_ids, lancedb_table
 from bench.quarry_system import bench_database_url, schema_state
 from bench.supabase import SCHEMA, build_supabase_tables, supabase_hybrid_ids, use_supabase_schema
 from engine.ids import uuid7
+from engine.ingest.batch import EMBEDDINGS_COPY, EMBEDDINGS_COPY_TYPES, stored_vector
 from engine.retrieval.hits import SearchHit, search_hits
 from engine.retrieval.request import DEFAULT_CODE_MODE, DEFAULT_VERSION_MATCH, SearchMode
 from engine.store.db import open_pool
@@ -317,11 +318,10 @@ def copy_block(conn: psycopg.Connection[Any], block: Block, source_id: int, spac
                     chunk_ids.append(chunk_id)
                     copy.write_row((chunk_id, doc_id, source_id, ordinal, content, title, [title, heading],
                                     "markdown", first, last, start, end, tokens))
-        with conn.cursor().copy("copy quarry.embeddings (chunk_id, space, input_hash, embedding)"
-                                " from stdin with (format binary)") as copy:
-            copy.set_types(["uuid", "text", "bytea", "vector"])
+        with conn.cursor().copy(EMBEDDINGS_COPY) as copy:
+            copy.set_types(EMBEDDINGS_COPY_TYPES)
             for chunk_id, vector in zip(chunk_ids, block.vectors, strict=True):
-                copy.write_row((chunk_id, space, hashlib.sha256(vector.tobytes()).digest(), vector))
+                copy.write_row((chunk_id, space, hashlib.sha256(vector.tobytes()).digest(), stored_vector(vector)))
 
 
 def sizes(url: str) -> dict[str, int]:
@@ -528,7 +528,7 @@ def recall(url: str, pool: ConnectionPool, queries: QuerySet, count: int, model:
         assert space is not None
         # quarry.nearest_chunks's scan (same ORDER BY, so the same HNSW index), without the
         # hnsw.ef_search it sets for itself: here the sweep sets it
-        scan = sql.SQL("select n.chunk_id from (select e.chunk_id, e.embedding <=> %(q)s as distance"
+        scan = sql.SQL("select n.chunk_id from (select e.chunk_id, e.embedding::vector <=> %(q)s as distance"
                        " from quarry.embeddings e where e.space = {space}"
                        " order by (e.embedding::halfvec({dimension})) <=> %(q)s::halfvec({dimension})"
                        " limit %(depth)s) n order by n.distance limit 10").format(
@@ -640,7 +640,8 @@ def peer_rows(url: str) -> Iterator[tuple[str, str, Any]]:
         register_vector(conn)
         with conn.cursor(name="peer_rows") as cursor:
             cursor.itersize = 20_000
-            cursor.execute("select c.id::text, array_to_string(c.heading_path, ' ') || ' ' || c.content, e.embedding"
+            cursor.execute("select c.id::text, array_to_string(c.heading_path, ' ') || ' ' || c.content,"
+                           " e.embedding::vector"
                            " from quarry.chunks c join quarry.embeddings e on e.chunk_id = c.id and e.space = 'text'")
             yield from cursor
 

@@ -28,14 +28,14 @@ begin
     perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
     -- The ORDER BY repeats the space's index expression (half-precision cast to its dimension,
     -- partial predicate; quarry.space_index_definition) so the planner uses its HNSW index.
-    -- The distance returned is the exact one, from the stored single-precision vectors: it is
-    -- computed for the returned rows only. Without filters the leg is a bare index scan; a
+    -- The distance returned is the stored (half-precision) vector's from the full-precision query,
+    -- computed for the returned rows only (alembic 0024). Without filters the leg is a bare index scan; a
     -- filter is a per-candidate check the iterative scan applies.
     return query execute format($sql$
         with allowed_sources as materialized (  -- evaluated once, not once per candidate
             select * from quarry.filtered_source_ids($3) where $3 is not null
         )
-        select e.chunk_id, (e.embedding <=> $1)::double precision
+        select e.chunk_id, (e.embedding::vector <=> $1)::double precision
         from quarry.embeddings e
         where e.space = %2$L %3$s
         order by (e.embedding::halfvec(%1$s)) <=> $1::halfvec(%1$s)

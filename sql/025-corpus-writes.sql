@@ -59,7 +59,7 @@ declare
     staged bigint;
 begin
     create temporary table if not exists pg_temp.reused_vectors (
-        model_group int, input_hash bytea, embedding vector
+        model_group int, input_hash bytea, embedding halfvec
     ) on commit drop;
     insert into pg_temp.reused_vectors (model_group, input_hash, embedding)
     select distinct on (e.input_hash) stage_reused_vectors.model_group, e.input_hash, e.embedding

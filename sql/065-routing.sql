@@ -236,7 +236,7 @@ begin
                    || coalesce(s.metadata ->> 'description', '')))) end,
            coalesce(h.hits, 0), coalesce(h.score, 0::real),
            -- cosine similarity to the mean of (at most centroid_sample of) the source's vectors
-           (select (1 - (avg(e.embedding) <=> query_embedding))::real
+           (select (1 - (avg(e.embedding)::vector <=> query_embedding))::real
             from (select c.id from quarry.chunks c where c.source_id = s.id order by c.id
                   limit centroid_sample) sample
             join quarry.embeddings e on e.chunk_id = sample.id and e.space = physical

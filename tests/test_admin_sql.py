@@ -179,7 +179,7 @@ def test_explain_ranks_a_chunk_beyond_pgvectors_default_scan_depth(
     vector = Vector(local_embedder.embed_queries([QUERY])[0])
     with pool.connection() as conn:
         ranked = conn.execute("select chunk_id from quarry.embeddings where space = 'text'"
-                              " order by embedding <=> %s, chunk_id", (vector,)).fetchall()
+                              " order by embedding::vector <=> %s, chunk_id", (vector,)).fetchall()
         assert len(ranked) >= 60
         # the HNSW scan, as on a corpus too large to sort: a table this small is cheaper to sort
         conn.execute("set local enable_seqscan = off; set local enable_bitmapscan = off; set local enable_sort = off")

@@ -196,9 +196,16 @@ def test_the_vector_leg_finds_the_page_through_the_hnsw_index(mcp: McpSession, c
     # What the query_documents order rests on: the leg scans the index, and the index reaches the page.
     query = local_embedder.embed_queries(["partial index predicate"])[0].tolist()
     with corpus.connection() as conn:
+        # a table this small is cheaper to sort: the HNSW scan must be the only way to the order
+        conn.execute("set local enable_seqscan = off; set local enable_sort = off")
         plan = conn.execute("explain select chunk_id from quarry.embeddings where space = 'text'"
                             " order by embedding::halfvec(384) <=> %s::halfvec(384) limit 60", (str(query),)).fetchall()
+        paths = conn.execute("select d.path from quarry.nearest_chunks('text', %s::vector, 2) n"
+                             " join quarry.chunks c on c.id = n.chunk_id"
+                             " join quarry.documents d on d.id = c.document_id", (str(query),)).fetchall()
+        conn.rollback()
     assert "embeddings_hnsw_text" in "\n".join(str(line[0]) for line in plan)
+    assert paths == [("docs/indexes.md",)] * 2
     body = mcp.ok("search", {"query": "partial index predicate", "mode": "vector", "limit": 2})
     assert [hit["path"] for hit in body["results"]] == ["docs/indexes.md"] * 2 and body["degraded"] is False
 

@@ -204,7 +204,7 @@ def test_a_large_load_defers_the_hnsw_index_and_builds_it_when_it_ends(
         assert _index_state(conn, TEXT_SPACE) == (True, 0) and _index_state(conn, CODE_SPACE) == (True, 0)
         _assert_no_orphans_and_one_vector_per_chunk_per_space(conn)
         # the rebuilt index finds a stored vector itself (or its copy: the corpus holds each page twice)
-        row = conn.execute("select embedding from quarry.embeddings where space = 'text' limit 1").fetchone()
+        row = conn.execute("select embedding::vector from quarry.embeddings where space = 'text' limit 1").fetchone()
         assert row is not None
         nearest = conn.execute("select distance from quarry.nearest_chunks('text', %s, 1)", (row[0],)).fetchone()
         assert nearest is not None and nearest[0] < 1e-6

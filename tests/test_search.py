@@ -208,7 +208,7 @@ def test_the_vector_leg_scans_the_spaces_hnsw_index_and_returns_exact_distances(
     """nearest_chunks repeats the index's expression (half precision, dimension, space): else it sorts every vector."""
     filters = '{"sources": ["sample"]}' if filtered else None
     with corpus.connection() as conn:
-        stored = conn.execute("select embedding from quarry.embeddings where space = 'text' limit 1").fetchone()
+        stored = conn.execute("select embedding::vector from quarry.embeddings where space = 'text' limit 1").fetchone()
         assert stored is not None
         # a table this small is cheaper to sort: the HNSW scan must be the leg's only way to its order
         conn.execute("set local enable_seqscan = off; set local enable_bitmapscan = off; set local enable_sort = off")
@@ -218,7 +218,7 @@ def test_the_vector_leg_scans_the_spaces_hnsw_index_and_returns_exact_distances(
         scans = conn.execute("select pg_stat_get_xact_numscans('quarry.embeddings_hnsw_text'::regclass)").fetchone()
         conn.rollback()
     assert scans is not None and scans[0] > 0  # counted in this transaction: the leg read the index
-    assert nearest[0][0] < 1e-6  # the stored vector itself, at its exact (single-precision) distance
+    assert nearest[0][0] < 1e-6  # the stored vector itself, at its exact distance
 
 
 def test_the_hnsw_scan_depth_covers_the_leg_and_grows_with_the_index(corpus: ConnectionPool) -> None:
@@ -231,8 +231,8 @@ def test_the_hnsw_scan_depth_covers_the_leg_and_grows_with_the_index(corpus: Con
         indexed = conn.execute("select quarry.indexed_vectors(array['text', 'code'])").fetchone()
         stored = conn.execute("select count(*) from quarry.embeddings where space = 'text'").fetchone()
         conn.execute("select * from quarry.hybrid_search(array['partial index'],"
-                     " array[(select embedding from quarry.embeddings where space = 'text' limit 1)], 'vector', 5,"
-                     " candidate_count => 120)")
+                     " array[(select embedding::vector from quarry.embeddings where space = 'text' limit 1)],"
+                     " 'vector', 5, candidate_count => 120)")
         in_search = conn.execute("select current_setting('hnsw.ef_search')").fetchone()  # set for the transaction
         conn.rollback()
     assert [d for (d,) in depths] == [60, 105, 150, 195, 310, 775, 128]

@@ -25,7 +25,13 @@ from psycopg_pool import ConnectionPool
 
 from engine.admin.jobs import JobRun
 from engine.embed.base import CODE_SPACE, Embedder
-from engine.ingest.batch import chunk_embedding_input, input_hash
+from engine.ingest.batch import (
+    EMBEDDINGS_COPY,
+    EMBEDDINGS_COPY_TYPES,
+    chunk_embedding_input,
+    input_hash,
+    stored_vector,
+)
 
 BATCH_CHUNKS = 256
 
@@ -127,12 +133,10 @@ def _fill_batch(
     inputs = [chunk_embedding_input(title, headings, symbol, content) for _, title, headings, symbol, content in rows]
     vectors = embedder.embed_documents(inputs)
     try:
-        with pool.connection() as conn, conn.transaction(), conn.cursor().copy(
-            "copy quarry.embeddings (chunk_id, space, input_hash, embedding) from stdin with (format binary)"
-        ) as copy:
-            copy.set_types(["uuid", "text", "bytea", "vector"])
+        with pool.connection() as conn, conn.transaction(), conn.cursor().copy(EMBEDDINGS_COPY) as copy:
+            copy.set_types(EMBEDDINGS_COPY_TYPES)
             for (chunk_id, *_), text, vector in zip(rows, inputs, vectors, strict=True):
-                copy.write_row((chunk_id, summary.generation, input_hash(text), vector))
+                copy.write_row((chunk_id, summary.generation, input_hash(text), stored_vector(vector)))
     except psycopg.errors.ForeignKeyViolation:
         return True  # an ingest replaced some of these chunks meanwhile: read the batch again
     summary.embedded += len(rows)

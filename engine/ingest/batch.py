@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from pgvector import HalfVector
 from psycopg import Connection
 
 from engine.embed.base import Embedder
@@ -25,8 +26,9 @@ from engine.ingest.versions import VersionConstraint
 if TYPE_CHECKING:  # numpy (~80 ms) is imported by what embeds: a re-ingest that changed nothing needs none
     import numpy as np
 
-__all__ = ["ModelGroup", "PendingDocument", "Segment", "chunk_embedding_input", "copy_chunks", "copy_documents",
-           "embedding_input", "input_hash", "needs_model", "write_vectors"]
+__all__ = ["EMBEDDINGS_COPY", "EMBEDDINGS_COPY_TYPES", "ModelGroup", "PendingDocument", "Segment",
+           "chunk_embedding_input", "copy_chunks", "copy_documents", "embedding_input", "input_hash", "needs_model",
+           "stored_vector", "write_vectors"]
 
 
 @dataclass(slots=True)
@@ -118,6 +120,16 @@ def chunk_embedding_input(title: str, heading_path: Sequence[str], symbol_path: 
     return f"{context}\n{content}"
 
 
+#: Writing vectors to quarry.embeddings (binary COPY): chunk id, space, input hash, vector.
+EMBEDDINGS_COPY = "copy quarry.embeddings (chunk_id, space, input_hash, embedding) from stdin with (format binary)"
+EMBEDDINGS_COPY_TYPES = ["uuid", "text", "bytea", "halfvec"]
+
+
+def stored_vector(vector: np.ndarray) -> HalfVector:
+    """A vector as quarry.embeddings stores it: in half precision, as the HNSW graphs hold it (alembic 0024)."""
+    return HalfVector(vector)
+
+
 def input_hash(text: str) -> bytes:
     """Key under which a vector of this embedding input is stored and reused."""
     return hashlib.sha256(text.encode("utf-8")).digest()
@@ -147,7 +159,7 @@ def copy_documents(conn: Connection[Any], source_id: int, base_url: str | None, 
 
 def copy_chunks(conn: Connection[Any], source_id: int, documents: Sequence[PendingDocument],
                 document_ids: Sequence[UUID], chunk_ids: Sequence[UUID]) -> None:
-    """COPY the documents' chunks (binary), in order, under the ids given; Postgres computes their tsvector."""
+    """COPY the documents' chunks (binary), in order, under the ids given."""
     with conn.cursor().copy(
         "copy quarry.chunks (id, document_id, source_id, ordinal, content, title, heading_path,"
         " symbol_path, is_code, content_type, language, start_line, end_line, start_byte, end_byte,"
@@ -171,11 +183,10 @@ def write_vectors(conn: Connection[Any], groups: Sequence[ModelGroup], batch: Se
     """Every chunk's vector in every space holding it: stored ones copied in SQL, the model's sent; per space, rows."""
     reused: list[tuple[int, UUID, str, bytes]] = []
     written: dict[str, int] = {}
-    with conn.cursor().copy(
-        "copy quarry.embeddings (chunk_id, space, input_hash, embedding) from stdin with (format binary)"
-    ) as copy:
-        copy.set_types(["uuid", "text", "bytea", "vector"])
+    with conn.cursor().copy(EMBEDDINGS_COPY) as copy:
+        copy.set_types(EMBEDDINGS_COPY_TYPES)
         for group in groups:
+            halves: dict[bytes, HalfVector] = {}  # one conversion per vector, whichever spaces hold it
             stored, made = batch.stored[group.number], fresh[group.number]
             for space in group.spaces:
                 for index in group.wanted(batch):
@@ -185,7 +196,9 @@ def write_vectors(conn: Connection[Any], groups: Sequence[ModelGroup], batch: Se
                     if digest in stored:
                         reused.append((group.number, chunk_ids[index], space, digest))
                     else:
-                        copy.write_row((chunk_ids[index], space, digest, made[digest]))
+                        if digest not in halves:
+                            halves[digest] = stored_vector(made[digest])
+                        copy.write_row((chunk_ids[index], space, digest, halves[digest]))
                     written[space] = written.get(space, 0) + 1
     if reused:
         row = conn.execute("select quarry.insert_reused_vectors(%s, %s, %s, %s)",
