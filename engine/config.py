@@ -11,6 +11,7 @@ both spaces and there is no reranker unless ``QUARRY_RERANKER=cross-encoder:/pat
 from __future__ import annotations
 
 import json
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated
@@ -43,6 +44,11 @@ class Settings(BaseSettings):
     #: Tool calls one server process runs at once; more are refused at once with BUSY instead of
     #: queueing (bench/load.py: 64 queued clients waited ~1 s each at p50 on 2 cores).
     max_in_flight: int = Field(default=16, ge=1)
+    #: Of those, how many run on worker threads at once; the others wait their turn in arrival order.
+    #: None: twice the usable cores. More threads than that only contend for the cores, the GIL and
+    #: Postgres: 16 clients on 2 cores gave 169-183 calls/s at p95 127-138 ms with 16 threads, 196-200
+    #: at p95 107-112 with 4 (bench/load.py, docs/BENCHMARKS.md).
+    tool_threads: int | None = Field(default=None, ge=1)
     statement_timeout_ms: int = Field(default=15_000, ge=100)
     #: How long a request waits for a pooled connection (all busy, or the database down) before UNAVAILABLE.
     pool_timeout_ms: int = Field(default=5_000, ge=100)
@@ -139,6 +145,19 @@ class Settings(BaseSettings):
     def fetch_dir(self) -> Path:
         """Where fetchers keep mirrors, downloads and clones (a cache: deleting it costs a refetch)."""
         return self.home / "fetch"
+
+    @property
+    def running_tool_calls(self) -> int:
+        """Tool calls a server runs at once: ``tool_threads`` (default twice the cores), at most ``max_in_flight``."""
+        return min(self.max_in_flight, self.tool_threads or 2 * available_cores())
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the platform has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def parse_dsn_list(value: str) -> tuple[str, ...]:

@@ -216,8 +216,8 @@ def local_embedder(model_cache: Path) -> Embedder:
     A worker per core, each with the cores' count of ONNX threads (which spin between batches),
     would have the workers' threads take the cores from each other.
     """
+    from engine.config import available_cores
     from engine.embed.local import LocalMiniLM
-    from engine.embed.minilm_runtime import available_cores
 
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     return LocalMiniLM(model_cache, threads=max(1, available_cores() // workers))

@@ -373,8 +373,8 @@ def test_quarry_serve_runs_http_with_healthz(migrated_url: str, model_cache: Pat
 # --- overload ------------------------------------------------------------------------------------------------------
 
 
-def test_every_call_under_the_ceiling_runs_at_once_even_past_the_shared_thread_pool(backend: StaticBackend) -> None:
-    """anyio's shared worker pool has 40 threads; a ceiling above that must not queue calls behind it."""
+def test_as_many_calls_as_tool_threads_run_at_once_even_past_the_shared_thread_pool(backend: StaticBackend) -> None:
+    """anyio's shared worker pool has 40 threads; more tool threads than that must not queue calls behind it."""
     parties = 42
     together = threading.Barrier(parties, timeout=20)
 
@@ -384,8 +384,8 @@ def test_every_call_under_the_ceiling_runs_at_once_even_past_the_shared_thread_p
 
     meeting = ToolSpec(name="meet", title="Meet", description="Returns once all the test's calls are running.",
                        arguments=NoArgs, run=meet, cost=one_token)
-    wide = StaticBackend(Settings(database_url=backend.settings.database_url, max_in_flight=parties),
-                         backend.pool, backend.embedders)
+    wide = StaticBackend(Settings(database_url=backend.settings.database_url, max_in_flight=parties,
+                                  tool_threads=parties), backend.pool, backend.embedders)
     app = build_http_app(wide, AccessPolicy.for_bind("127.0.0.1", no_auth=True), tools=[meeting])
     errors: list[object] = []
 
@@ -402,6 +402,48 @@ def test_every_call_under_the_ceiling_runs_at_once_even_past_the_shared_thread_p
         for caller in callers:
             caller.join(60)
     assert errors == [] and not together.broken
+
+
+def test_admitted_calls_past_the_tool_threads_wait_their_turn(backend: StaticBackend) -> None:
+    """Of max_in_flight admitted calls, tool_threads run at once; the others run as threads come free."""
+    lock, release = threading.Lock(), threading.Event()
+    running: list[int] = []  # how many ran at once, as each call entered
+    entered = threading.Semaphore(0)
+    now = [0]
+
+    def hold(_: ToolContext, __: NoArgs) -> str:
+        with lock:
+            now[0] += 1
+            running.append(now[0])
+        entered.release()
+        release.wait(30)
+        with lock:
+            now[0] -= 1
+        return "{}"
+
+    holding = ToolSpec(name="hold", title="Hold", description="Holds a tool thread until the test releases it.",
+                       arguments=NoArgs, run=hold, cost=one_token)
+    narrow = StaticBackend(Settings(database_url=backend.settings.database_url, max_in_flight=4, tool_threads=2),
+                           backend.pool, backend.embedders)
+    app = build_http_app(narrow, AccessPolicy.for_bind("127.0.0.1", no_auth=True), tools=[holding])
+    replies: list[bool] = []
+
+    def call(url: str) -> None:
+        with mcp_session(http_transport(url + "/mcp")) as session:
+            replies.append(session.call("hold", {}).is_error)
+
+    with serving(app) as url:
+        callers = [threading.Thread(target=call, args=(url,)) for _ in range(4)]
+        for caller in callers:
+            caller.start()
+        assert entered.acquire(timeout=30) and entered.acquire(timeout=30)
+        assert not entered.acquire(timeout=1)  # the other two wait for a thread, admitted but not running
+        with mcp_session(http_transport(url + "/mcp")) as fifth:
+            assert fifth.call("hold", {}).error["code"] == "BUSY"  # past the ceiling: refused at once
+        release.set()
+        for caller in callers:
+            caller.join(60)
+    assert replies == [False] * 4 and len(running) == 4 and max(running) == 2
 
 
 def test_calls_past_the_in_flight_ceiling_are_refused_with_busy_not_queued(backend: StaticBackend) -> None:

@@ -19,7 +19,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.embed.minilm_runtime import DIMENSION, available_cores, load_tokenizer, pad, session
+from engine.config import available_cores
+from engine.embed.minilm_runtime import DIMENSION, load_tokenizer, pad, session
 
 # numpy, onnxruntime (and the preparation, which needs it) load when something is embedded: a
 # command that embeds nothing, such as a re-ingest with nothing changed, does not pay for them.

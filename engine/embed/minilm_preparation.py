@@ -42,7 +42,8 @@ import numpy.typing as npt
 import onnxruntime as ort
 from tokenizers import Tokenizer
 
-from engine.embed.minilm_runtime import DIMENSION, available_cores, pad, session
+from engine.config import available_cores
+from engine.embed.minilm_runtime import DIMENSION, pad, session
 
 if TYPE_CHECKING:
     import onnx

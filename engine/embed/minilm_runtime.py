@@ -9,7 +9,6 @@ results exact on x86 CPUs without VNNI (see ``session``).
 
 from __future__ import annotations
 
-import os
 import platform
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,7 +21,7 @@ if TYPE_CHECKING:  # numpy is imported where a batch is padded: see engine.embed
     import numpy.typing as npt
     import onnxruntime as ort
 
-__all__ = ["DIMENSION", "MAX_TOKENS", "available_cores", "load_tokenizer", "pad", "session"]
+__all__ = ["DIMENSION", "MAX_TOKENS", "load_tokenizer", "pad", "session"]
 
 DIMENSION = 384
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model; longer texts are truncated
@@ -33,13 +32,6 @@ _DISABLED_OPTIMIZERS = ["SkipLayerNormFusion"]
 
 _TOKENIZER_FILE = Path(__file__).with_name("minilm_tokenizer.json")
 _PAD_ID = 1012  # "." in the vocabulary; see pad
-
-
-def available_cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def _int8_products_saturate() -> bool:

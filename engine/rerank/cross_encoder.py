@@ -32,7 +32,6 @@ queries, in which case the query becomes that template filled in.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,7 @@ import numpy.typing as npt
 import onnxruntime as ort
 from tokenizers import Encoding, Tokenizer
 
+from engine.config import available_cores
 from engine.errors import InvalidRequestError, ProviderError
 from engine.rerank.base import RerankResult
 
@@ -60,13 +60,6 @@ _REQUIRED_INPUTS = ("input_ids", "attention_mask")
 _OPTIONAL_INPUTS = ("token_type_ids",)
 
 Scores = npt.NDArray[np.float64]
-
-
-def _available_cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
 
 
 class CrossEncoderReranker:
@@ -111,7 +104,7 @@ class CrossEncoderReranker:
         self._model_name = _model_name(config, model_dir)
         self._batch_tokens = batch_tokens
         self._instruction_template = _instruction_template(config)
-        self._session = _load_session(model_path, threads if threads is not None else _available_cores())
+        self._session = _load_session(model_path, threads if threads is not None else available_cores())
         self._feeds_token_types = _check_inputs(self._session, model_path)
         self._output, num_labels = _check_output(self._session, model_path, config)
         self._positive = _positive_label(config) if num_labels == 2 else 0
