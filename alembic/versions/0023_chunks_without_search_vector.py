@@ -40,6 +40,7 @@ def upgrade() -> None:
         end
         $rewrite$
     """)
+    op.execute("analyze quarry.chunks")  # the planner's statistics of the rewritten table
 
 
 def downgrade() -> None:

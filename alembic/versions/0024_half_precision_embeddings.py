@@ -40,6 +40,7 @@ begin
     end if;
     raise notice 'quarry: storing % vectors in {precision} precision and rebuilding their indexes', vectors;
     alter table quarry.embeddings alter column embedding type {type} using embedding::{type};
+    analyze quarry.embeddings;  -- a new type drops the column's statistics
 end
 $retype$
 """
