@@ -77,9 +77,8 @@ def build_server(backend: Backend, *, limiter: RateLimiter | None = None,
     context = ToolContext(backend, limiter.policy if limiter is not None else None)
     capacity = InFlight(backend.settings.max_in_flight)
     # Admitted calls run on at most running_tool_calls worker threads, the rest waiting their turn in
-    # arrival order: more threads at once only contend for the cores, the GIL and Postgres (p95 at 16
-    # clients on 2 cores: 127-138 ms with 16 threads, 107-112 with 4; docs/BENCHMARKS.md). A limiter of
-    # its own: anyio's shared one (40 threads) also serves key checks and /healthz.
+    # arrival order (why: Settings.tool_threads). A limiter of its own: anyio's shared one (40 threads)
+    # also serves key checks and /healthz.
     tool_threads = anyio.CapacityLimiter(backend.settings.running_tool_calls)
     replicas = replicas_of(backend)
     listed = {name: listing(spec) for name, spec in specs.items()}

@@ -28,9 +28,9 @@ begin
     perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
     -- The ORDER BY repeats the space's index expression (half-precision cast to its dimension,
     -- partial predicate; quarry.space_index_definition) so the planner uses its HNSW index.
-    -- The distance returned is the stored (half-precision) vector's from the full-precision query,
-    -- computed for the returned rows only (alembic 0024). Without filters the leg is a bare index scan; a
-    -- filter is a per-candidate check the iterative scan applies.
+    -- The distance returned is the stored (half-precision, alembic 0024) vector's from the
+    -- full-precision query, computed for the returned rows only. Without filters the leg is a bare
+    -- index scan; a filter is a per-candidate check the iterative scan applies.
     return query execute format($sql$
         with allowed_sources as materialized (  -- evaluated once, not once per candidate
             select * from quarry.filtered_source_ids($3) where $3 is not null

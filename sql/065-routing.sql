@@ -123,8 +123,8 @@ declare
     -- their term ids, rarest first; null when there is none, or when one is in no chunk (then no
     -- chunk holds them all)
     wanted_term_ids int[] := (select case when count(*) = cardinality(lexemes)
-                                   then array_agg(t.id order by t.chunk_frequency, t.id) end
-                       from quarry.text_terms t where t.lexeme = any (lexemes) and t.chunk_frequency > 0);
+                                          then array_agg(t.id order by t.chunk_frequency, t.id) end
+                              from quarry.text_terms t where t.lexeme = any (lexemes) and t.chunk_frequency > 0);
     facet_rules boolean := coalesce(filters ?| array['deprecated', 'content_type', 'language', 'package'], false);
     version_rules boolean := coalesce(filters ?| array['language_target', 'sdk_dependency'], false);
     location_rules boolean := coalesce(filters ?| array['path', 'symbol', 'chunk_kind'], false);
