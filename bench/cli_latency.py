@@ -73,6 +73,10 @@ def main() -> int:
     parser.add_argument("--reingest", type=Path, help="a folder ingested already as --source")
     parser.add_argument("--source", help="the source slug of --reingest")
     args = parser.parse_args()
+    # absolute: each tree's commands run in that tree, where a relative home would be another (empty) one
+    args.home = args.home.resolve()
+    if args.reingest is not None:
+        args.reingest = args.reingest.resolve()
     if (args.reingest is None) != (args.source is None):
         parser.error("--reingest and --source go together")
 
