@@ -57,20 +57,15 @@ comment on function quarry.weighted_term_frequencies(tsvector) is
 -- held under the lock stays small (docs/benchmarks-log.md § Ingest throughput without model
 -- time).
 
-create or replace function quarry.insert_chunk_postings(
+create or replace function quarry.stage_term_frequencies(
     chunk_ids uuid[],
-    k1 real default 0.9,
     b real default 0.4,
     code_b real default 0.9
-) returns bigint
+) returns void
 language plpgsql volatile
 set search_path = quarry, pg_catalog
 as $$
-declare
-    average_length double precision;
-    inserted bigint;
 begin
-    -- what quarry.count_new_postings counts, until this transaction ends
     create temporary table if not exists pg_temp.new_term_frequencies (
         chunk_id uuid, lexeme text, term_frequency real, chunk_length real, length_weight real
     ) on commit drop;
@@ -83,7 +78,40 @@ begin
     cross join lateral quarry.weighted_term_frequencies(
         quarry.chunk_tsvector(c.title, c.heading_path, c.symbol_path, c.content)) f
     where c.id = any(chunk_ids);
+end
+$$;
 
+comment on function quarry.stage_term_frequencies(uuid[], real, real) is
+'Tokenize the given chunks into pg_temp.new_term_frequencies (lexeme, weighted term frequency, chunk length, length normalisation b for prose or code_b for code), replacing what it held: what quarry.insert_staged_postings writes.';
+
+create or replace function quarry.insert_chunk_postings(
+    chunk_ids uuid[],
+    k1 real default 0.9,
+    b real default 0.4,
+    code_b real default 0.9
+) returns bigint
+language plpgsql volatile
+set search_path = quarry, pg_catalog
+as $$
+begin
+    perform quarry.stage_term_frequencies(chunk_ids, b, code_b);
+    return quarry.insert_staged_postings(k1);
+end
+$$;
+
+comment on function quarry.insert_chunk_postings(uuid[], real, real, real) is
+'Add BM25 postings for the given chunks (length normalisation b for prose, code_b for code chunks) without counting them in the term and corpus statistics: quarry.count_new_postings() must follow in the same transaction.';
+
+create or replace function quarry.insert_staged_postings(k1 real default 0.9) returns bigint
+language plpgsql volatile
+set search_path = quarry, pg_catalog
+as $$
+declare
+    average_length double precision;
+    inserted bigint;
+begin
+    -- pg_temp.new_term_frequencies (quarry.stage_term_frequencies) is what quarry.count_new_postings
+    -- counts, until this transaction ends.
     -- In lexeme order: two writers adding the same new lexemes wait for each other in one
     -- order, never in a cycle. DO NOTHING locks no existing row.
     insert into quarry.text_terms (lexeme)
@@ -126,8 +154,8 @@ begin
 end
 $$;
 
-comment on function quarry.insert_chunk_postings(uuid[], real, real, real) is
-'Add BM25 postings for the given chunks (length normalisation b for prose, code_b for code chunks) without counting them in the term and corpus statistics: quarry.count_new_postings() must follow in the same transaction.';
+comment on function quarry.insert_staged_postings(real) is
+'Write the BM25 postings of the term frequencies staged in pg_temp.new_term_frequencies (rows and chunk_terms), impacts against the corpus''s average length (or the staged chunks'' own in an empty corpus); returns how many. Not counted in the statistics: quarry.count_new_postings() must follow in the same transaction.';
 
 create or replace function quarry.change_term_statistics(
     term_ids int[],
@@ -634,7 +662,8 @@ comment on function quarry.bm25_top(text, int, int, jsonb, int) is
 'Top chunks by BM25 for a query (its max_query_terms rarest terms): candidates from the top per_term_depth impact-ordered postings of each term, scored exactly; facet and version filters (resolved, see quarry.resolve_version_filters) applied before the top-k.';
 
 create or replace function quarry.rebuild_text_index(k1 real default 0.9, b real default 0.4,
-                                                     code_b real default 0.9)
+                                                     code_b real default 0.9,
+                                                     reuse_row_frequencies boolean default false)
 returns bigint
 language plpgsql volatile
 set search_path = quarry, pg_catalog
@@ -646,13 +675,30 @@ begin
     -- statistics, so the single indexing pass below computes every impact with today's
     -- average length.
     lock table quarry.chunk_terms, quarry.text_postings, quarry.text_posting_blocks in exclusive mode;
+    -- With reuse_row_frequencies, a chunk whose postings are still rows (not compacted: a first
+    -- ingest's, tokenized minutes ago) keeps their term frequencies instead of being tokenized again.
+    -- A chunk's postings are all rows or all in blocks; those in blocks keep only impacts.
+    create temporary table pg_temp.row_term_frequencies on commit drop as
+    select p.chunk_id, t.lexeme, p.term_frequency, p.chunk_length
+    from quarry.text_postings p
+    join quarry.text_terms t on t.id = p.term_id
+    where reuse_row_frequencies;
     truncate quarry.chunk_terms;
     -- Loading into an unindexed table is much faster than maintaining its indexes row by row;
     -- the rows then all become blocks, and the indexes come back over an empty table. The
     -- definitions repeat alembic 0022's and 0012's (the chunk index), which own them.
     drop index quarry.text_postings_impact_idx;
     drop index quarry.text_postings_chunk_idx;
-    indexed := quarry.index_chunk_terms(array(select id from quarry.chunks), k1, b, code_b);
+    perform quarry.stage_term_frequencies(
+        array(select c.id from quarry.chunks c
+              where not exists (select from pg_temp.row_term_frequencies r where r.chunk_id = c.id)), b, code_b);
+    insert into pg_temp.new_term_frequencies
+    select r.chunk_id, r.lexeme, r.term_frequency, r.chunk_length, case when c.is_code then code_b else b end
+    from pg_temp.row_term_frequencies r
+    join quarry.chunks c on c.id = r.chunk_id;
+    drop table pg_temp.row_term_frequencies;
+    indexed := quarry.insert_staged_postings(k1);
+    perform quarry.count_new_postings();
     perform quarry.pool_postings();
     insert into pg_temp.pooled_postings
     select p.term_id, null, null, p.chunk_id, p.impact from quarry.text_postings p;
@@ -665,5 +711,5 @@ begin
 end
 $$;
 
-comment on function quarry.rebuild_text_index(real, real, real) is
-'Rebuild every BM25 posting (all in blocks), term frequency and corpus statistic from the chunks (ingestion runs it after a first ingest).';
+comment on function quarry.rebuild_text_index(real, real, real, boolean) is
+'Rebuild every BM25 posting (all in blocks), term frequency and corpus statistic from the chunks, each tokenized again; with reuse_row_frequencies, chunks whose postings are still rows keep their term frequencies (ingestion, after a first ingest).';

@@ -369,7 +369,8 @@ class Ingestor:
             # writes mark the source rather than adjust counts) is recounted while it commits.
             conn.execute("select quarry.refresh_version_facet_counts(array[%s]::bigint[])", (source_id,))
             if rebuild:
-                conn.execute("select quarry.rebuild_text_index()")
+                # this run's chunks were tokenized as they were written: their rows keep the frequencies
+                conn.execute("select quarry.rebuild_text_index(reuse_row_frequencies => true)")
             else:  # the postings written as rows join their terms' blocks once they are many
                 conn.execute("select quarry.compact_text_postings()")
             summary.write_seconds += time.perf_counter() - started
