@@ -352,11 +352,13 @@ def test_results_are_structured_as_well_as_text(mcp: McpSession) -> None:
 
 
 def test_keys_a_search_key_reads_and_an_admin_key_queues_indexing(
-        migrated_url: str, reader_pool: ConnectionPool, session_pool: ConnectionPool, model_cache: Path,
+        database_url: str, reader_pool: ConnectionPool, session_pool: ConnectionPool, model_cache: Path,
         tmp_path: Path) -> None:
+    # database_url empties the job queue: `quarry jobs run` below runs every queued job, and another module on
+    # this worker may have left one (test_mcp_fuzz queues an ingest of a path that does not exist)
     search_key = api_keys.create_key(session_pool, "kb-search", ["search"]).secret
     admin_key = api_keys.create_key(session_pool, "kb-admin", ["search", "admin"]).secret
-    backend = StaticBackend(Settings(database_url=migrated_url, tools="kb"), reader_pool)
+    backend = StaticBackend(Settings(database_url=database_url, tools="kb"), reader_pool)
     app = build_http_app(backend, AccessPolicy.for_bind("127.0.0.1", no_auth=False))
     with serving(app) as url:
         with mcp_session(http_transport(url + "/mcp", {"Authorization": f"Bearer {search_key}"})) as reader:
@@ -367,7 +369,7 @@ def test_keys_a_search_key_reads_and_an_admin_key_queues_indexing(
         with mcp_session(http_transport(url + "/mcp", {"Authorization": f"Bearer {admin_key}"})) as admin:
             stored = ok(admin, "kb_ingest_evidence", {"text": "a queued platypus"})
             assert stored["status"] == "accepted" and stored["index_state"] == "pending"
-            env = {**os.environ, "DATABASE_URL": migrated_url, "QUARRY_MODEL_CACHE": str(model_cache),
+            env = {**os.environ, "DATABASE_URL": database_url, "QUARRY_MODEL_CACHE": str(model_cache),
                    "QUARRY_HOME": str(tmp_path)}
             ran = subprocess.run([sys.executable, "-m", "engine.cli", "jobs", "run"], cwd=REPO, env=env,
                                  capture_output=True, text=True, timeout=300)
