@@ -221,17 +221,18 @@ class _WhileLost(logging.Filter):
             return True
         # The pool may notice first (a connection found broken, a reconnection refused): if the
         # server is gone, the keeper is about to say so. A refused connection to the embedded
-        # server's own socket, or a backend told its postmaster died, is that, even while a killed
-        # postmaster's pid file still names a process not yet reaped (embedded_server_running
-        # cannot tell yet).
+        # server's own socket, a connection attempt the server dropped as it died, or a backend
+        # told its postmaster died, is that, even while a killed postmaster's pid file still names
+        # a process not yet reaped (embedded_server_running cannot tell yet).
         message = record.getMessage()
         if any(sign in message for sign in _SERVER_GONE):
             return False
         return not (self._keeper.lost or not embedded_server_running(self._keeper.home))
 
 
-#: What libpq says when nothing listens on the socket, and what a backend says when its postmaster
-#: died: the server is down, not misconfigured.
-_SERVER_GONE = ("Connection refused", "unexpected postmaster exit")
+#: What libpq says when nothing listens on the socket or the server closes a connection as it dies
+#: (a reconnection under way when the postmaster is killed), and what a backend says when its
+#: postmaster died: the server is down, not misconfigured.
+_SERVER_GONE = ("Connection refused", "server closed the connection unexpectedly", "unexpected postmaster exit")
 
 
