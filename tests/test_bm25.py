@@ -112,7 +112,7 @@ def test_postings_inserted_apart_are_counted_once_by_count_new_postings(
         assert conn.execute("select quarry.count_new_postings()").fetchone() == (0,)  # counted once
         assert conn.execute("select chunk_count, total_length from quarry.text_stats").fetchone() == before
         assert conn.execute("select sum(chunk_frequency) from quarry.text_terms").fetchone() == terms_before
-        # index_chunk_terms (what rebuild_text_index calls) inserts and counts in one call
+        # index_chunk_terms (for psql) inserts and counts in one call
         conn.execute("delete from quarry.chunk_terms where chunk_id = any(%s)", (chunk_ids,))
         conn.execute("select quarry.index_chunk_terms(%s)", (chunk_ids,))
         conn.commit()
