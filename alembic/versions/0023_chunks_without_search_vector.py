@@ -12,8 +12,9 @@ GIN index 286, of 7,295 in all (docs/BENCHMARKS.md, storage). Since the postings
 
 Dropping a column frees nothing until each row is rewritten, so the table is rewritten here:
 CLUSTER on the primary key (ids are time-ordered, so that is about the order the rows were
-written in), which takes an exclusive lock and about as long as copying the table and building
-its indexes again (it says so on stderr through ``quarry migrate``).
+written in), which takes an exclusive lock, disk room for a second copy of the table while it
+runs, and about as long as copying the table and building its indexes again (it says so on
+stderr through ``quarry migrate``).
 
 Revision ID: 0023_chunks_no_search_vector
 Revises: 0022_text_posting_blocks

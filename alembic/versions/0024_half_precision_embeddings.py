@@ -11,7 +11,8 @@ component beyond half precision's range (65,504) cannot be stored: embedding mod
 are unit length.
 
 The column's new type rewrites the table and builds every index on it again, the HNSW graphs
-included (minutes at 1M vectors; ``quarry migrate`` says so on stderr). Their definitions stay
+included (minutes at 1M vectors, and disk room for the new copy while the old one exists;
+``quarry migrate`` says so on stderr). Their definitions stay
 as they are: ``embedding::halfvec(n)`` of a ``halfvec`` column only checks the dimension.
 
 Revision ID: 0024_half_precision_embeddings
