@@ -63,8 +63,7 @@ begin
                                     order by u.position)
                    from unnest(ct.term_ids) with ordinality as u (term_id, position)
                    join quarry.text_terms t on t.id = u.term_id
-                   join lateral quarry.weighted_term_frequencies(
-                       quarry.chunk_tsvector(c.title, c.heading_path, c.symbol_path, c.content)) f
+                   join lateral quarry.weighted_term_frequencies(quarry.chunk_search_vector(c)) f
                      on f.lexeme = t.lexeme)
     from quarry.chunks c
     join kinds k on k.is_code = c.is_code

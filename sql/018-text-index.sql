@@ -57,6 +57,16 @@ comment on function quarry.weighted_term_frequencies(tsvector) is
 -- held under the lock stays small (docs/benchmarks-log.md § Ingest throughput without model
 -- time).
 
+create or replace function quarry.chunk_search_vector(chunk quarry.chunks) returns tsvector
+language sql immutable parallel safe
+-- no SET clause: inlined into the caller's scan
+as $$
+    select quarry.chunk_tsvector(chunk.title, chunk.heading_path, chunk.symbol_path, chunk.content)
+$$;
+
+comment on function quarry.chunk_search_vector(quarry.chunks) is
+'A chunk''s weighted search vector (quarry.chunk_tsvector of its title, headings, symbol path and content): what its BM25 postings are made from; computed, not stored (alembic 0023).';
+
 create or replace function quarry.stage_term_frequencies(
     chunk_ids uuid[],
     b real default 0.4,
@@ -74,9 +84,7 @@ begin
     select c.id, f.lexeme, f.term_frequency, sum(f.term_frequency) over (partition by c.id),
            case when c.is_code then code_b else b end
     from quarry.chunks c
-    -- tokenized here, once per chunk: no stored search vector (alembic 0023)
-    cross join lateral quarry.weighted_term_frequencies(
-        quarry.chunk_tsvector(c.title, c.heading_path, c.symbol_path, c.content)) f
+    cross join lateral quarry.weighted_term_frequencies(quarry.chunk_search_vector(c)) f  -- tokenized here, once
     where c.id = any(chunk_ids);
 end
 $$;

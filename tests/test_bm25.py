@@ -44,7 +44,7 @@ def _assert_statistics_exact(pool: ConnectionPool) -> None:
         unordered_blocks = conn.execute(BLOCKS_OUT_OF_ORDER).fetchone()
         unindexed_chunks = conn.execute(
             "select count(*) from quarry.chunks c"
-            " where quarry.chunk_tsvector(c.title, c.heading_path, c.symbol_path, c.content) <> ''"
+            " where quarry.chunk_search_vector(c) <> ''"
             " and not exists (select 1 from quarry.chunk_terms t where t.chunk_id = c.id)").fetchone()
     assert stats is not None and actual is not None
     assert (stats[0], stats[2], stats[3]) == (actual[0], actual[2], actual[3])
@@ -127,8 +127,7 @@ def test_bm25_scores_match_a_reference_implementation(
     with pool.connection() as conn:
         rows = conn.execute(
             "select c.id, f.lexeme, f.term_frequency, c.is_code from quarry.chunks c"
-            " cross join lateral quarry.weighted_term_frequencies("
-            "     quarry.chunk_tsvector(c.title, c.heading_path, c.symbol_path, c.content)) f"
+            " cross join lateral quarry.weighted_term_frequencies(quarry.chunk_search_vector(c)) f"
         ).fetchall()
         lexemes = set(conn.execute("select quarry.query_lexemes(%s)", (query,)).fetchone()[0])  # type: ignore[index]
         got: dict[object, float] = dict(
@@ -326,8 +325,8 @@ def test_counting_finds_the_documents_with_a_chunk_holding_every_selective_term(
         assert conn.execute("select count(*) > 0 from quarry.text_posting_blocks").fetchone() == (True,)
         chunk_lexemes: dict[object, list[set[str]]] = {}
         for document_id, lexemes in conn.execute(
-                "select c.document_id, array(select lexeme from unnest(quarry.chunk_tsvector("
-                "c.title, c.heading_path, c.symbol_path, c.content))) from quarry.chunks c").fetchall():
+                "select c.document_id, array(select lexeme from unnest(quarry.chunk_search_vector(c)))"
+                " from quarry.chunks c").fetchall():
             chunk_lexemes.setdefault(document_id, []).append(set(lexemes))
     queries = ["alpha", "alpha word31", "word7 beta", "word35 alpha", "word3 word35", "partial index predicate",
                "parse user id", "expression index", "partial nonexistentword", "beta", "note 40"]

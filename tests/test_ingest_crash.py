@@ -210,7 +210,7 @@ def _assert_no_orphans_and_one_vector_per_chunk_per_space(conn: psycopg.Connecti
                     (select 1 from quarry.chunks c where c.id = p.chunk_id)),
                (select count(*) from quarry.chunks c where not exists
                     (select 1 from quarry.chunk_terms p where p.chunk_id = c.id)
-                          and quarry.chunk_tsvector(c.title, c.heading_path, c.symbol_path, c.content) <> ''),
+                          and quarry.chunk_search_vector(c) <> ''),
                (select count(*) from quarry.documents d where not exists
                     (select 1 from quarry.chunks c where c.document_id = d.id)),
                (select count(*) from quarry.chunks c where c.source_id <> (select id from quarry.sources
