@@ -404,12 +404,18 @@ begin
     select c.source_id, c.combination, c.facet, c.name, c.documents
     from quarry.computed_version_facet_combinations(refreshed) c;
     get diagnostics rows_written = row_count;
+    -- the same summed over each source's combinations, what a filter on source facets reads
+    delete from quarry.version_facet_source_totals t where t.source_id = any (refreshed);
+    insert into quarry.version_facet_source_totals (source_id, facet, name, documents)
+    select vfc.source_id, vfc.facet, vfc.name, sum(vfc.documents)
+    from quarry.version_facet_combinations vfc where vfc.source_id = any (refreshed)
+    group by 1, 2, 3;
     return rows_written;
 end
 $$;
 
 comment on function quarry.refresh_version_facet_counts(bigint[]) is
-'Recount quarry.version_facet_combinations for the stale sources among source_ids (null: every stale source) and clear their marks; returns the rows written.';
+'Recount quarry.version_facet_combinations and quarry.version_facet_source_totals for the stale sources among source_ids (null: every stale source) and clear their marks; returns the rows of the first written.';
 
 create or replace function quarry.facet_values(
     facet text default null,
@@ -528,7 +534,8 @@ begin
         where 'chunk_kind' = any (wanted)
     ),
     -- Version facets. Unfiltered, or filtered on source and document facets only, they are read from the
-    -- counts (quarry.version_facet_totals, or quarry.version_facet_combinations per source), or computed
+    -- counts (quarry.version_facet_totals; per source, quarry.version_facet_source_totals; per source and
+    -- combination, quarry.version_facet_combinations), or computed
     -- live for a source whose counts are stale (quarry.version_facets_stale); under any other rule, each
     -- matching document is counted under its deepest manifest directory, whose inherited names it has,
     -- and documents stating names themselves one by one.
@@ -634,7 +641,8 @@ begin
         select summed.facet, summed.name, summed.documents
         from (select t.facet, t.name, sum(t.documents) as documents
               from quarry.version_facet_combination_totals t
-              where combination_totals and t.combination in (select ac.combination from allowed_combinations ac)
+              where combination_totals and wanted && version_facets
+                and t.combination in (select ac.combination from allowed_combinations ac)
               group by t.facet, t.name offset 0) summed
         where summed.facet = any (wanted)
         union all
@@ -642,7 +650,9 @@ begin
         from (select vfc.facet, vfc.name, sum(vfc.documents) as documents
               from quarry.version_facet_combinations vfc
               join counted_combinations cc on cc.source_id = vfc.source_id and cc.combination = vfc.combination
-              where by_combination
+              -- the conditions counted_combinations has, checked once here: the table is not read at all
+              -- when they fail (it was scanned until the join found that side empty, 3 ms at 1M chunks)
+              where by_combination and not combination_totals and wanted && version_facets
               group by vfc.facet, vfc.name offset 0) summed  -- as above: the facet kept after summing
         where summed.facet = any (wanted)
         union all
@@ -670,19 +680,19 @@ begin
         from quarry.facet_counts fc join allowed_sources s on s.id = fc.source_id
         where not needs_scan and 'deprecated' = any (wanted) and fc.facet = 'deprecated' and not s.deprecated
         union all
-        -- version facets, counted: over every source, the totals; otherwise kept per source, computed for
-        -- the stale ones
+        -- version facets, counted: over every source, the totals; otherwise kept per source (summed over
+        -- its combinations: a quarter of the rows), computed for the stale ones
         select t.facet, t.name, t.documents
         from quarry.version_facet_totals t
         where version_totals and t.facet = any (wanted)
         union all
         select summed.facet, summed.name, summed.documents
-        from (select vfc.facet, vfc.name, sum(vfc.documents) as documents
-              from quarry.version_facet_combinations vfc
-              where not needs_scan and not version_totals
-                and vfc.source_id = any (array(select s.id from allowed_sources s
+        from (select vst.facet, vst.name, sum(vst.documents) as documents
+              from quarry.version_facet_source_totals vst
+              where not needs_scan and not version_totals and wanted && version_facets
+                and vst.source_id = any (array(select s.id from allowed_sources s
                                                where not exists (select 1 from stale_sources st where st.id = s.id)))
-              group by vfc.facet, vfc.name offset 0) summed  -- as above: the facet kept after summing
+              group by vst.facet, vst.name offset 0) summed  -- as above: the facet kept after summing
         where summed.facet = any (wanted)
         union all
         select computed.facet, computed.name, computed.documents

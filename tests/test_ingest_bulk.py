@@ -170,6 +170,8 @@ def test_concurrent_ingests_replacing_documents_keep_every_statistic_exact(
                   "select facet, name, documents from quarry.version_facet_totals order by 1, 2",
                   "select combination, facet, name, documents from quarry.version_facet_combination_totals"
                   " order by 1, 2, 3",
+                  "select source_id, facet, name, documents from quarry.version_facet_source_totals"
+                  " order by 1, 2, 3",
                   "select source_id, content_type, language, package, deprecated, documents"
                   " from quarry.facet_combinations order by 1, 2, 3, 4, 5")
         kept = [conn.execute(query).fetchall() for query in counts]

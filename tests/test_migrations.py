@@ -179,3 +179,25 @@ def test_0015_recomputes_code_postings_with_their_own_length_normalisation(
                      capsys.readouterr().err)
     assert {key: value[1] for key, value in impacts()[0].items()} == pytest.approx(
         {key: value[1] for key, value in ingested.items()}, rel=1e-5)
+
+
+def test_0025_fills_the_per_source_version_totals_from_the_kept_combinations(scratch_url: str) -> None:
+    upgrade(scratch_url)
+    _alembic(scratch_url, "downgrade", "0024_half_precision_embeddings")
+    with psycopg.connect(scratch_url, autocommit=True) as conn:
+        sources = [conn.execute("insert into quarry.sources (slug, display_name) values (%s, %s) returning id",
+                                (slug, slug)).fetchone() for slug in ("one", "two")]
+        combinations = ("{code,python,NULL,false}", "{markdown,NULL,NULL,false}", "{code,typescript,p1,true}")
+        conn.execute("insert into quarry.version_facet_combinations (source_id, combination, facet, name, documents)"
+                     " select s.id, c.combination::text[], f.facet, f.name, s.id + length(c.combination) + f.n"
+                     " from unnest(%s::bigint[]) s (id) cross join unnest(%s::text[]) c (combination)"
+                     " cross join (values ('sdk_dependency', 'react', 1), ('sdk_dependency', 'vue', 2),"
+                     "             ('language_target', 'python', 3)) f (facet, name, n)",
+                     ([row[0] for row in sources if row], list(combinations)))
+    upgrade(scratch_url)
+    with psycopg.connect(scratch_url) as conn:
+        kept = conn.execute("select source_id, facet, name, documents from quarry.version_facet_source_totals"
+                            " order by 1, 2, 3").fetchall()
+        summed = conn.execute("select source_id, facet, name, sum(documents)::bigint"
+                              " from quarry.version_facet_combinations group by 1, 2, 3 order by 1, 2, 3").fetchall()
+    assert len(kept) == 6 and kept == summed

@@ -37,6 +37,8 @@ SNAPSHOTS = {
     "version totals": "select facet, name, documents from quarry.version_facet_totals order by 1, 2",
     "combination totals": "select combination, facet, name, documents from quarry.version_facet_combination_totals"
                           " order by 1, 2, 3",
+    "source totals": "select source_id, facet, name, documents from quarry.version_facet_source_totals"
+                     " order by 1, 2, 3",
     "versions": "select document_id, facet, name, range_text, raw, origin from quarry.version_constraints "
                 "order by 1, 2, 3, 4, 6",
     "manifests": "select document_id, kind, scope from quarry.manifests order by 1",
@@ -68,6 +70,7 @@ def test_reindex_restores_every_derived_table(pool: ConnectionPool, database_url
         conn.execute("update quarry.facet_combinations set documents = documents + 4")
         conn.execute("update quarry.version_facet_combination_totals set documents = documents + 1")
         conn.execute("update quarry.version_facet_totals set documents = documents + 3")
+        conn.execute("update quarry.version_facet_source_totals set documents = documents + 5")
         conn.execute("delete from quarry.version_constraints")
         conn.execute("delete from quarry.manifests")
         conn.execute("delete from quarry.relations")

@@ -130,6 +130,10 @@ def _assert_combinations(conn: psycopg.Connection[Any]) -> None:
     summed = conn.execute("select combination, facet, name, sum(documents)::bigint"
                           " from quarry.version_facet_combinations group by 1, 2, 3")
     assert sorted(totals, key=repr) == sorted(summed, key=repr)
+    per_source = conn.execute("select source_id, facet, name, documents from quarry.version_facet_source_totals")
+    summed = conn.execute("select source_id, facet, name, sum(documents)::bigint"
+                          " from quarry.version_facet_combinations group by 1, 2, 3")
+    assert sorted(per_source, key=repr) == sorted(summed, key=repr)
 
 
 def _facets(conn: psycopg.Connection[Any], filters: dict[str, Any] | None = None) -> Counts:
@@ -341,6 +345,7 @@ def test_a_rebuild_restores_corrupted_counts(corpus: Corpus) -> None:
                      " and facet = 'language_target'", (corpus.docs_id,))
         conn.execute("update quarry.version_facet_totals set documents = documents + 7")
         conn.execute("update quarry.version_facet_combination_totals set documents = documents + 3")
+        conn.execute("update quarry.version_facet_source_totals set documents = documents + 1")
         assert _kept(conn) != expected
         assert _totals(conn) != expected
         assert _facets(conn) != expected
