@@ -487,23 +487,27 @@ begin
         from quarry.allowed_facet_values(filters, array(select s.id from allowed_sources s)) v(key)
         where facet_rules and (not by_combination or exists (select 1 from stale_sources))  -- checked once
     ),
-    -- By combination: the allowed sources' combinations of document facet values (as stored, and as the
-    -- rules see them: deprecated counts the source's mark too), the rules checked once per distinct values
-    source_combinations as materialized (
-        select c.source_id, array[c.content_type, c.language, c.package, c.deprecated::text] as combination,
-               array[c.content_type, c.language, c.package, (c.deprecated or s.deprecated)::text] as seen,
-               s.slug, s.kind, s.attribution, s.verified::text as verified, c.documents,
-               exists (select 1 from stale_sources st where st.id = s.id) as stale
-        from allowed_sources s join quarry.facet_combinations c on c.source_id = s.id
-        where by_combination
-    ),
+    -- By combination: the distinct values of the allowed sources' combinations of document facet values as
+    -- the rules see them (deprecated counts the source's mark too), the rules checked once per distinct values
+    -- (grouped as columns, not arrays: hashing thousands of arrays cost more than the rest of the call)
     allowed_values as materialized (
-        select v.seen
-        from (select distinct sc.seen from source_combinations sc offset 0) v  -- offset: the check stays out here
-        where quarry.chunk_allowed(filters, v.seen[1], v.seen[2], v.seen[3], v.seen[4]::boolean)
+        select array[v.content_type, v.language, v.package, v.deprecated::text] as seen
+        from (select distinct c.content_type, c.language, c.package, c.deprecated or s.deprecated as deprecated
+              from allowed_sources s join quarry.facet_combinations c on c.source_id = s.id
+              where by_combination offset 0) v  -- offset: the check stays out here
+        where quarry.chunk_allowed(filters, v.content_type, v.language, v.package, v.deprecated)
     ),
+    -- and the combinations the rules allow, per source (as stored, and as the rules see them)
     allowed_combinations as materialized (
-        select sc.* from source_combinations sc where sc.seen in (select v.seen from allowed_values v)
+        select c.source_id, array[c.content_type, c.language, c.package, c.deprecated::text] as combination,
+               a.seen, s.slug, s.kind, s.attribution, s.verified::text as verified, c.documents,
+               exists (select 1 from stale_sources st where st.id = s.id) as stale
+        from allowed_sources s
+        join quarry.facet_combinations c on c.source_id = s.id
+        cross join lateral (
+            select array[c.content_type, c.language, c.package, (c.deprecated or s.deprecated)::text] as seen
+        ) a
+        where by_combination and a.seen in (select v.seen from allowed_values v)
     ),
     counted_combinations as materialized (  -- those whose version facets are kept (not stale)
         select ac.source_id, ac.combination from allowed_combinations ac
@@ -642,7 +646,8 @@ begin
         from (select t.facet, t.name, sum(t.documents) as documents
               from quarry.version_facet_combination_totals t
               where combination_totals and wanted && version_facets
-                and t.combination in (select ac.combination from allowed_combinations ac)
+                -- (no source is deprecated here, so the values the rules saw are the stored combinations)
+                and t.combination in (select v.seen from allowed_values v)
               group by t.facet, t.name offset 0) summed
         where summed.facet = any (wanted)
         union all

@@ -182,26 +182,50 @@ def _assert_consistent(conn: psycopg.Connection[Any]) -> None:
     _assert_combinations(conn)
 
 
+def _document_facets(conn: psycopg.Connection[Any], filters: dict[str, Any]) -> Counts:
+    """What quarry.facet_values lists for the source- and document-level facets, asked for every facet at once."""
+    rows = conn.execute("select facet_key, facet_value, documents from quarry.facet_values(null, %s, null, 10000)"
+                        " where not facet_key = any (%s)", (Jsonb(filters), list(VERSION_FACETS)))
+    return {(facet, value): documents for facet, value, documents in rows}
+
+
+def _document_oracle(conn: psycopg.Connection[Any], where: LiteralString,
+                     params: dict[str, Any] | None = None) -> Counts:
+    """Per document the filters allow (``where`` on ``d`` and ``s``): its source's and its own facet values."""
+    query = sql.SQL(
+        "select f.facet, f.value, count(*) from quarry.documents d join quarry.sources s on s.id = d.source_id"
+        " cross join lateral (values ('source_slug', s.slug), ('kind', s.kind), ('attribution', s.attribution),"
+        " ('verified', s.verified::text), ('deprecated', (d.deprecated or s.deprecated)::text),"
+        " ('content_type', d.content_type), ('language', d.language), ('package', d.package)) f (facet, value)"
+        " where f.value is not null and ({}) group by 1, 2").format(sql.SQL(where))
+    return {(facet, value): documents for facet, value, documents in conn.execute(query, params or {})}
+
+
 def _assert_document_filters(conn: psycopg.Connection[Any], corpus: Corpus) -> None:
-    """facet_values under document-level filters equals the oracle over the documents the filters allow."""
+    """facet_values under document-level filters equals the oracle over the documents the filters allow:
+    the version facets, and the source- and document-level ones."""
+    def check(filters: dict[str, Any], where: LiteralString, params: dict[str, Any] | None = None,
+              source_id: int | None = None) -> None:
+        assert _facets(conn, filters) == _oracle(conn, source_id, where, params)
+        source: LiteralString = "true" if source_id is None else "d.source_id = %(source)s"
+        assert (_document_facets(conn, filters)
+                == _document_oracle(conn, where + " and " + source, {**(params or {}), "source": source_id}))
+
     types = [value for (value,) in conn.execute("select distinct content_type from quarry.documents order by 1")]
     assert "code" in types and len(types) > 1
     for content_type in types:
-        assert (_facets(conn, {"content_type": {"any_of": [content_type]}})
-                == _oracle(conn, where="d.content_type = %(value)s", params={"value": content_type}))
+        check({"content_type": {"any_of": [content_type]}}, "d.content_type = %(value)s", {"value": content_type})
     languages = [value for (value,) in conn.execute(
         "select distinct language from quarry.documents where language is not null order by 1")]
     assert len(languages) > 1
     for language in languages:
-        assert (_facets(conn, {"language": {"any_of": [language]}})
-                == _oracle(conn, where="d.language = %(value)s", params={"value": language}))
-    assert (_facets(conn, {"content_type": {"none_of": ["code"]}})
-            == _oracle(conn, where="d.content_type <> 'code'"))
+        check({"language": {"any_of": [language]}}, "d.language = %(value)s", {"value": language})
+    check({"content_type": {"none_of": ["code"]}}, "d.content_type <> 'code'")
     for deprecated in (True, False):
-        assert (_facets(conn, {"deprecated": {"any_of": [str(deprecated).lower()]}})
-                == _oracle(conn, where="(d.deprecated or s.deprecated) = %(value)s", params={"value": deprecated}))
-    both = {"content_type": {"any_of": ["code"]}, "source_slug": {"any_of": ["app"]}}
-    assert _facets(conn, both) == _oracle(conn, corpus.app_id, "d.content_type = 'code'")
+        check({"deprecated": {"any_of": [str(deprecated).lower()]}}, "(d.deprecated or s.deprecated) = %(value)s",
+              {"value": deprecated})
+    check({"content_type": {"any_of": ["code"]}, "source_slug": {"any_of": ["app"]}}, "d.content_type = 'code'",
+          source_id=corpus.app_id)
     # a version rule is checked per document: no kept count can answer it
     assert (_facets(conn, {"sdk_dependency": {"any_of": [RUNTIME]}, "content_type": {"any_of": ["code"]}})
             == _oracle(conn, where="d.content_type = 'code' and exists (select 1 from quarry.document_constraints(d.id)"
