@@ -31,7 +31,7 @@ from psycopg_pool import ConnectionPool
 
 from engine.config import Settings
 from engine.embed.base import Embedder
-from engine.store.db import READER_ROLE, open_pool
+from engine.store.db import READER_ROLE, open_pool, stop_embedded_server
 from engine.store.migrations import upgrade
 
 TEST_DATABASE = "quarry_test"
@@ -161,6 +161,22 @@ def server_url() -> Iterator[str]:
     finally:
         server.cleanup()
         shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture()
+def home() -> Iterator[Path]:
+    """An empty ``QUARRY_HOME`` for a test's own embedded server; stopped (even in use) and removed after.
+
+    Not under pytest's basetemp, as the session's server above: as root the server runs as another
+    user, so pgserver opens the directories above its data to others, and every pytest run that
+    starts meanwhile on the machine closes ``/tmp/pytest-of-root`` again (pg_ctl then cannot stop it).
+    """
+    directory = Path(tempfile.mkdtemp(prefix="quarry-test-home-"))
+    try:
+        yield directory
+    finally:
+        stop_embedded_server(directory, force=True)
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

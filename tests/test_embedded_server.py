@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-import tempfile
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -35,17 +32,6 @@ def test_the_buffer_cache_is_an_eighth_of_memory_between_128_mb_and_4_gb() -> No
 def test_this_machines_memory_is_known() -> None:
     memory = machine_memory_bytes()
     assert memory is not None and 256 * 2**20 < memory < 2**50
-
-
-@pytest.fixture()
-def home() -> Iterator[Path]:
-    # Not under pytest's basetemp, as in conftest: the server runs as another user under root.
-    directory = Path(tempfile.mkdtemp(prefix="quarry-test-home-"))
-    try:
-        yield directory
-    finally:
-        stop_embedded_server(directory)
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _restart(home: Path) -> str:

@@ -14,7 +14,6 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from engine.store.db import stop_embedded_server
 from tests.mcp_harness import http_transport, mcp_session
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,12 +60,12 @@ def _output_after_stopping(server: subprocess.Popen[str]) -> str:
 @pytest.mark.slow
 @pytest.mark.exclusive  # its deadline assumes the machine's cores, not half of them
 @pytest.mark.timeout(MAIN_COMMAND_TIMEOUT_S)
-def test_main_command_ingests_quarrys_docs_and_serves_them_over_mcp(tmp_path: Path, model_cache: Path) -> None:
+def test_main_command_ingests_quarrys_docs_and_serves_them_over_mcp(home: Path, model_cache: Path) -> None:
     main_command = _install_and_run_commands()[0].removeprefix(INSTALL)
     port = _free_port()
     env = {key: value for key, value in os.environ.items()
            if key not in {"DATABASE_URL", "QUARRY_DATABASE_URL"}}  # the embedded default, as a user gets it
-    env.update(QUARRY_HOME=str(tmp_path / "home"), QUARRY_MODEL_CACHE=str(model_cache), QUARRY_PORT=str(port),
+    env.update(QUARRY_HOME=str(home), QUARRY_MODEL_CACHE=str(model_cache), QUARRY_PORT=str(port),
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
     server = subprocess.Popen(["bash", "-c", main_command], cwd=REPO, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -91,7 +90,6 @@ def test_main_command_ingests_quarrys_docs_and_serves_them_over_mcp(tmp_path: Pa
     finally:
         server.terminate()
         server.wait(timeout=30)
-        stop_embedded_server(tmp_path / "home")
 
 
 def test_the_main_command_test_gives_up_before_pytest_timeout_does(request: pytest.FixtureRequest) -> None:

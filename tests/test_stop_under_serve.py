@@ -9,14 +9,11 @@ says so once per outage, with no traceback per failed call.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2
@@ -29,7 +26,6 @@ from engine.store.db import (
     EmbeddedServerUser,
     embedded_server_running,
     embedded_server_users,
-    stop_embedded_server,
 )
 from tests.mcp_harness import McpSession, http_transport, mcp_session
 
@@ -39,17 +35,6 @@ POOL_TIMEOUT_MS = 1_500
 #: Any call while the database is down answers within this (the pool timeout plus slack).
 CALL_BOUND_S = POOL_TIMEOUT_MS / 1000 + 2.0
 RECOVERY_BOUND_S = 20.0
-
-
-@pytest.fixture()
-def home() -> Iterator[Path]:
-    # Not under pytest's basetemp, as in conftest: the server runs as another user under root.
-    directory = Path(tempfile.mkdtemp(prefix="quarry-test-stop-"))
-    try:
-        yield directory
-    finally:
-        stop_embedded_server(directory, force=True)
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _env(home: Path, model_cache: Path) -> dict[str, str]:
