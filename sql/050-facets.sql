@@ -656,7 +656,7 @@ begin
               from quarry.version_facet_combinations vfc
               join counted_combinations cc on cc.source_id = vfc.source_id and cc.combination = vfc.combination
               -- the conditions counted_combinations has, checked once here: the table is not read at all
-              -- when they fail (it was scanned until the join found that side empty, 3 ms at 1M chunks)
+              -- when they fail (the join read it before finding that side empty: 3 ms in an EXPLAIN at 1M chunks)
               where by_combination and not combination_totals and wanted && version_facets
               group by vfc.facet, vfc.name offset 0) summed  -- as above: the facet kept after summing
         where summed.facet = any (wanted)
