@@ -364,12 +364,13 @@ set search_path = quarry, pg_catalog
 as $$
 begin
     truncate quarry.chunk_terms;
+    update quarry.text_stats set postings_deferred = false where postings_deferred;  -- no chunk left to index
     return null;
 end
 $$;
 
 comment on function quarry.chunks_truncated() is
-'Trigger: a truncate of chunks (e.g. cascading from sources) empties the BM25 postings too.';
+'Trigger: a truncate of chunks (e.g. cascading from sources) empties the BM25 postings too, and no chunk awaits them.';
 
 drop trigger if exists chunks_truncated on quarry.chunks;
 create trigger chunks_truncated after truncate on quarry.chunks
@@ -683,6 +684,10 @@ begin
     -- statistics, so the single indexing pass below computes every impact with today's
     -- average length.
     lock table quarry.chunk_terms, quarry.text_postings, quarry.text_posting_blocks in exclusive mode;
+    -- Before the chunks are read, and (as every statistics writer) after the tables: a batch that left
+    -- its postings to a rebuild (quarry.defer_chunk_postings) commits either before, and its chunks
+    -- are indexed here, or after, and marks the index deferred again.
+    perform quarry.lock_corpus_statistics();
     -- With reuse_row_frequencies, a chunk whose postings are still rows (not compacted: a first
     -- ingest's, tokenized minutes ago) keeps their term frequencies instead of being tokenized again.
     -- A chunk's postings are all rows or all in blocks; those in blocks keep only impacts.
@@ -715,9 +720,26 @@ begin
     perform quarry.write_posting_blocks();
     create index text_postings_impact_idx on quarry.text_postings (term_id, impact desc, chunk_id desc);
     create index text_postings_chunk_idx on quarry.text_postings (chunk_id, term_id) include (impact);
+    update quarry.text_stats set postings_deferred = false where postings_deferred;
     return indexed;
 end
 $$;
 
 comment on function quarry.rebuild_text_index(real, real, real, boolean) is
-'Rebuild every BM25 posting (all in blocks), term frequency and corpus statistic from the chunks, each tokenized again; with reuse_row_frequencies, chunks whose postings are still rows keep their term frequencies (ingestion, after a first ingest).';
+'Rebuild every BM25 posting (all in blocks), term frequency and corpus statistic from the chunks, each tokenized again; with reuse_row_frequencies, chunks whose postings are still rows keep their term frequencies (ingestion, after a first ingest). Clears text_stats.postings_deferred: every chunk is indexed.';
+
+create or replace function quarry.defer_chunk_postings() returns void
+language plpgsql volatile
+set search_path = quarry, pg_catalog
+as $$
+begin
+    -- the locks in the order a batch writing postings takes them (the text tables, then the statistics),
+    -- which quarry.rebuild_text_index takes too: a rebuild and a batch wait for each other, never in a cycle
+    lock table quarry.chunk_terms, quarry.text_postings, quarry.text_posting_blocks in row exclusive mode;
+    perform quarry.lock_corpus_statistics();  -- held to commit: see quarry.rebuild_text_index
+    update quarry.text_stats set postings_deferred = true where not postings_deferred;
+end
+$$;
+
+comment on function quarry.defer_chunk_postings() is
+'Mark, in the transaction writing chunks without BM25 postings (a first ingest leaves them to the rebuild that closes it), that committed chunks may lack them: text_stats.postings_deferred, cleared by quarry.rebuild_text_index.';

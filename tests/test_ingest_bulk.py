@@ -297,3 +297,54 @@ def test_a_vector_deleted_after_the_lookup_is_embedded_instead(
         actual = _snapshot(conn)
         assert actual == expected
         _assert_no_orphans_and_one_vector_per_chunk_per_space(conn)
+
+
+def test_a_first_ingest_writes_postings_at_its_end_and_a_killed_ones_are_written_by_the_next_ingest(
+    pool: ConnectionPool, database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Into an empty text index, batches leave their chunks' postings to the rebuild closing the run.
+
+    Killed after its first batch, the run leaves committed chunks without postings and the index marked
+    deferred; the next ingest to finish, of another (small) source, indexes them.
+    """
+    root = _write_big_corpus(tmp_path / "corpus")
+    ingestor = Ingestor(pool, dict.fromkeys(SPACES, StandIn()), max_file_bytes=2_000_000)
+    write_transaction = BatchWriter._write_transaction
+    batches = 0
+
+    def killed_after_the_first_batch(self: BatchWriter, target: Any, batch: Segment, fresh: Any) -> dict[str, int]:
+        nonlocal batches
+        with target.bookkeeping:
+            batches += 1
+            if batches > 1:
+                raise KeyboardInterrupt  # as a killed run stops: nothing more is written
+        return write_transaction(self, target, batch, fresh)
+
+    monkeypatch.setattr(BatchWriter, "_write_transaction", killed_after_the_first_batch)
+    with pytest.raises(KeyboardInterrupt):
+        ingestor.ingest(root, SourceSpec(slug=SLUG))
+    monkeypatch.undo()
+
+    def index_state() -> tuple[bool, int, int]:
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            row = conn.execute("select (select postings_deferred from quarry.text_stats),"
+                               " (select count(*) from quarry.chunks),"
+                               " (select count(*) from quarry.chunk_terms)").fetchone()
+        assert row is not None
+        return bool(row[0]), int(row[1]), int(row[2])
+
+    deferred, chunks, indexed = index_state()
+    assert deferred and chunks >= 256 and indexed == 0
+    small = tmp_path / "small"
+    small.mkdir()
+    (small / "note.md").write_text("# Note\n\nOne small page.\n")
+    ingestor.ingest(small, SourceSpec(slug="small"))  # its rebuild indexes every chunk, the killed run's too
+    deferred, chunks, indexed = index_state()
+    assert not deferred and indexed == chunks
+    _assert_statistics_exact(pool)
+    # the rerun of the killed source finds its committed documents unchanged and indexes the rest at its end
+    summary = ingestor.ingest(root, SourceSpec(slug=SLUG))
+    assert summary.chunks_written > 0
+    deferred, chunks, indexed = index_state()
+    assert not deferred and indexed == chunks
+    _assert_statistics_exact(pool)

@@ -94,6 +94,8 @@ class WriteTarget:
     state: IngestProgress
     progress: ProgressCallback | None
     summary: IngestSummary
+    #: Leave the BM25 postings to the rebuild that closes the run (a first ingest: the text index was empty).
+    postings_deferred: bool = False
     # The summary, deferred indexes and job are updated by one writer at a time.
     bookkeeping: threading.Lock = field(default_factory=threading.Lock)
     # A batch the model embeds is written by one writer at a time, looked up again under this
@@ -192,7 +194,8 @@ class BatchWriter:
         The rows no other batch touches come first, postings included, while the other writer
         may hold the statistics lock; the documents, whose triggers count facets, and the
         postings' count into the term statistics come last, under it
-        (``quarry.lock_corpus_statistics``, held to commit).
+        (``quarry.lock_corpus_statistics``, held to commit). With ``postings_deferred`` the chunks
+        get no postings: the batch marks the index deferred instead (``quarry.defer_chunk_postings``).
         """
         documents = batch.documents
         document_ids = [uuid7() for _ in documents]
@@ -205,7 +208,10 @@ class BatchWriter:
             written = write_vectors(conn, target.groups, batch, chunk_ids, fresh)
             store_relations(conn, target.source_id, [(doc_id, doc.path, doc.raw)
                                                      for doc_id, doc in zip(document_ids, documents, strict=True)])
-            conn.execute("select quarry.insert_chunk_postings(%s)", (chunk_ids,))
+            if target.postings_deferred:
+                conn.execute("select quarry.defer_chunk_postings()")
+            else:
+                conn.execute("select quarry.insert_chunk_postings(%s)", (chunk_ids,))
             conn.execute("select quarry.lock_corpus_statistics()")
             replaced = [doc.replaces for doc in documents if doc.replaces is not None]
             if replaced:
@@ -215,7 +221,8 @@ class BatchWriter:
             store_versions(conn, [StatedVersions(doc_id, target.source_id, doc.path, doc.manifest_kind,
                                                  doc.constraints)
                                   for doc_id, doc in zip(document_ids, documents, strict=True)])
-            conn.execute("select quarry.count_new_postings()")
+            if not target.postings_deferred:
+                conn.execute("select quarry.count_new_postings()")
         return written
 
     def _stage_stored_vectors(self, conn: Connection[Any], target: WriteTarget, batch: Segment,

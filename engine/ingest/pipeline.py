@@ -164,7 +164,7 @@ class Ingestor:
                 report_progress(progress, state, summary)  # what there is to read, before the first file
                 urls = {} if fetched is None else fetched.urls
                 target = WriteTarget(source_id, base_url, url_template, urls, groups, lock_conn, run, indexes,
-                                      state, progress, summary)
+                                      state, progress, summary, postings_deferred=self._first_ingest(lock_conn))
                 writer = WriteBehind(lambda segments: self._batches.write_segments(target, segments),
                                      depth=_WRITE_AHEAD, name=f"quarry-ingest-{source.slug}", threads=self._writers())
                 seen = self._parse_tree(listing, stored, writer, state, progress, summary)
@@ -369,7 +369,8 @@ class Ingestor:
             # writes mark the source rather than adjust counts) is recounted while it commits.
             conn.execute("select quarry.refresh_version_facet_counts(array[%s]::bigint[])", (source_id,))
             if rebuild:
-                # this run's chunks were tokenized as they were written: their rows keep the frequencies
+                # chunks written with posting rows keep the rows' frequencies; those a first ingest left
+                # without postings are tokenized here
                 conn.execute("select quarry.rebuild_text_index(reuse_row_frequencies => true)")
             else:  # the postings written as rows join their terms' blocks once they are many
                 conn.execute("select quarry.compact_text_postings()")
@@ -378,23 +379,37 @@ class Ingestor:
 
     @staticmethod
     def _text_index_needs_rebuild(conn: Connection[Any], source_id: int) -> bool:
-        """Whether the chunks written since the source's last completed ingest are most of the corpus.
+        """Whether chunks lack postings, or the chunks written since the source's last completed ingest are most
+        of the corpus.
 
-        BM25 impacts use the average chunk length known when each batch was written; after
-        a first ingest, early batches saw an unrepresentative average, so every impact is
-        recomputed once from the final one. Counted from the documents rather than from this
-        run, so the chunks an interrupted run wrote before this one finished its work count too.
+        A first ingest leaves its chunks' postings to this rebuild (``postings_deferred``, set by the
+        batches that did; a killed run's chunks are indexed by the next ingest to finish). Otherwise
+        BM25 impacts use the average chunk length known when each batch was written; when most of the
+        corpus is new, early batches saw an unrepresentative average, so every impact is recomputed
+        once from the final one. Counted from the documents rather than from this run, so the chunks
+        an interrupted run wrote before this one finished its work count too.
         """
         row = conn.execute(
             """
             select (select count(*) from quarry.chunks c join quarry.documents d on d.id = c.document_id
                     where d.source_id = s.id and d.changed_at > coalesce(s.last_ingested_at, '-infinity')),
-                   (select t.chunk_count from quarry.text_stats t)
-            from quarry.sources s where s.id = %s
+                   t.chunk_count, t.postings_deferred
+            from quarry.sources s, quarry.text_stats t where s.id = %s
             """,
             (source_id,),
         ).fetchone()
-        return row is not None and int(row[0]) * 2 > int(row[1]) > 0
+        return row is not None and (row[2] or int(row[0]) * 2 > int(row[1]) > 0)
+
+    @staticmethod
+    def _first_ingest(conn: Connection[Any]) -> bool:
+        """Whether the text index is empty: this run's postings are then written once, by the rebuild closing it.
+
+        Each batch would otherwise tokenize its chunks and write postings only for the rebuild to write them
+        all again from the final statistics (0.09 s per 256 chunks of the PostgreSQL manual, while the model
+        waits). Decided when the run starts, so the rebuild at its end is one it would run anyway.
+        """
+        row = conn.execute("select chunk_count = 0 from quarry.text_stats").fetchone()
+        return bool(row and row[0])
 
 
 
