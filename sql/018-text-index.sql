@@ -688,8 +688,9 @@ begin
     -- its postings to a rebuild (quarry.defer_chunk_postings) commits either before, and its chunks
     -- are indexed here, or after, and marks the index deferred again.
     perform quarry.lock_corpus_statistics();
-    -- With reuse_row_frequencies, a chunk whose postings are still rows (not compacted: a first
-    -- ingest's, tokenized minutes ago) keeps their term frequencies instead of being tokenized again.
+    -- With reuse_row_frequencies, a chunk whose postings are still rows (not compacted: those of an
+    -- ingest that wrote most of the corpus, tokenized minutes ago) keeps their term frequencies instead
+    -- of being tokenized again; a chunk without postings (a first ingest's) is tokenized.
     -- A chunk's postings are all rows or all in blocks; those in blocks keep only impacts.
     create temporary table pg_temp.row_term_frequencies on commit drop as
     select p.chunk_id, t.lexeme, p.term_frequency, p.chunk_length
