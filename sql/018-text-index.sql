@@ -670,6 +670,21 @@ $$;
 comment on function quarry.bm25_top(text, int, int, jsonb, int) is
 'Top chunks by BM25 for a query (its max_query_terms rarest terms): candidates from the top per_term_depth impact-ordered postings of each term, scored exactly; facet and version filters (resolved, see quarry.resolve_version_filters) applied before the top-k.';
 
+create or replace function quarry.lock_text_index() returns void
+language plpgsql volatile
+set search_path = quarry, pg_catalog
+as $$
+begin
+    -- Held to commit. Every writer of postings takes these tables before quarry.lock_corpus_statistics:
+    -- a transaction that will rebuild takes them first too, or it could hold the statistics lock while
+    -- it waits for a batch that waits for it.
+    lock table quarry.chunk_terms, quarry.text_postings, quarry.text_posting_blocks in exclusive mode;
+end
+$$;
+
+comment on function quarry.lock_text_index() is
+'Take the BM25 postings tables (chunk_terms, text_postings, text_posting_blocks) for a rebuild, until commit: before any lock on the corpus statistics (quarry.lock_corpus_statistics), as the writers of postings take them.';
+
 create or replace function quarry.rebuild_text_index(k1 real default 0.9, b real default 0.4,
                                                      code_b real default 0.9,
                                                      reuse_row_frequencies boolean default false)
@@ -683,7 +698,7 @@ begin
     -- From the canonical chunks: the truncate trigger empties both lists and zeroes the
     -- statistics, so the single indexing pass below computes every impact with today's
     -- average length.
-    lock table quarry.chunk_terms, quarry.text_postings, quarry.text_posting_blocks in exclusive mode;
+    perform quarry.lock_text_index();
     -- Before the chunks are read, and (as every statistics writer) after the tables: a batch that left
     -- its postings to a rebuild (quarry.defer_chunk_postings) commits either before, and its chunks
     -- are indexed here, or after, and marks the index deferred again.

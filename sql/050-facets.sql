@@ -760,6 +760,8 @@ declare
     rows_written bigint;
 begin
     -- the triggers keep counts current; this recomputes them from the documents themselves
+    -- (the statistics lock first, as document writers take it before the triggers write these counts)
+    perform quarry.lock_corpus_statistics();
     lock table quarry.facet_counts in exclusive mode;
     delete from quarry.facet_counts;
     insert into quarry.facet_counts (source_id, facet, value, documents)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -347,4 +348,47 @@ def test_a_first_ingest_writes_postings_at_its_end_and_a_killed_ones_are_written
     assert summary.chunks_written > 0
     deferred, chunks, indexed = index_state()
     assert not deferred and indexed == chunks
+    _assert_statistics_exact(pool)
+
+
+def test_an_ingest_rebuilding_the_text_index_waits_for_a_batch_holding_its_postings_without_deadlock(
+    pool: ConnectionPool, database_url: str, tmp_path: Path
+) -> None:
+    """The closing rebuild takes the text index before the statistics lock, as every batch writing postings does.
+
+    Another run's batch holds the text tables (it wrote postings) and has yet to take the statistics lock when
+    this run closes with a rebuild (a first ingest). Took the other way round (the facet refresh or a deletion
+    first), the two waited for each other until Postgres cancelled one: a CI job failing on a deadlock.
+    """
+    root = tmp_path / "small"
+    root.mkdir()
+    (root / "page.md").write_text("# Page\n\nA first ingest of one page, closed by a rebuild.\n")
+    (root / "package.json").write_text(json.dumps({"dependencies": {"react": "^18"}}))  # a refresh to run
+    errors: list[BaseException] = []
+
+    def ingest() -> None:
+        try:
+            Ingestor(pool, dict.fromkeys(SPACES, StandIn()), max_file_bytes=2_000_000).ingest(
+                root, SourceSpec(slug="first"))
+        except BaseException as error:
+            errors.append(error)
+
+    with psycopg.connect(database_url) as batch:  # as another run's batch, between its postings and its count
+        batch.execute("lock table quarry.text_postings in row exclusive mode")
+        running = threading.Thread(target=ingest)
+        running.start()
+        waiting = None
+        for _ in range(600):  # until the run waits for the table the batch holds
+            with psycopg.connect(database_url, autocommit=True) as conn:
+                waiting = conn.execute(
+                    "select count(*) from pg_locks l join pg_class c on c.oid = l.relation"
+                    " where not l.granted and c.relname = 'text_postings'").fetchone()
+            if waiting and waiting[0]:
+                break
+            time.sleep(0.05)
+        assert waiting and waiting[0], "the run never waited for the text index"
+        batch.execute("select quarry.lock_corpus_statistics()")  # what the batch takes next, then commits
+        batch.commit()
+        running.join(60)
+    assert not running.is_alive() and errors == []
     _assert_statistics_exact(pool)

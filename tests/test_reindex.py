@@ -6,9 +6,12 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
@@ -97,3 +100,40 @@ def test_reindex_restores_every_derived_table(pool: ConnectionPool, database_url
                                "join pg_namespace n on n.oid = c.relnamespace "
                                "where n.nspname = 'quarry' and not i.indisvalid").fetchone()
     assert invalid == (0,)
+
+
+def test_recounting_facets_waits_for_a_document_writer_without_deadlock(database_url: str) -> None:
+    """quarry.rebuild_facet_counts takes the statistics lock before the counts table, as writers of documents do.
+
+    A batch holds the statistics lock and has yet to write its documents (whose triggers write the counts) when
+    a reindex recounts the facets. Took the other way round, the two waited for each other until Postgres
+    cancelled one.
+    """
+    with psycopg.connect(database_url, autocommit=True) as conn:  # a source: its version facets are recounted too
+        conn.execute("insert into quarry.sources (slug, display_name) values ('one', 'One')")
+    errors: list[BaseException] = []
+
+    def recount() -> None:
+        try:
+            with psycopg.connect(database_url) as conn:
+                conn.execute("select quarry.rebuild_facet_counts()")
+        except BaseException as error:
+            errors.append(error)
+
+    with psycopg.connect(database_url) as batch:
+        batch.execute("select quarry.lock_corpus_statistics()")
+        recounting = threading.Thread(target=recount)
+        recounting.start()
+        waiting = None
+        for _ in range(600):  # until the recount waits (for the lock the batch holds)
+            with psycopg.connect(database_url, autocommit=True) as conn:
+                waiting = conn.execute("select count(*) from pg_stat_activity where wait_event_type = 'Lock'"
+                                       " and query like '%rebuild_facet_counts%'").fetchone()
+            if waiting and waiting[0]:
+                break
+            time.sleep(0.05)
+        assert waiting and waiting[0], "the recount never waited"
+        batch.execute("lock table quarry.facet_counts in row exclusive mode")  # the documents' triggers' writes
+        batch.commit()
+        recounting.join(60)
+    assert not recounting.is_alive() and errors == []

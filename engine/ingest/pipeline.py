@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
@@ -354,9 +354,11 @@ class Ingestor:
         # last_ingested_at as it was, so the rerun still sees (and rebuilds for) every
         # chunk written since the last completed ingest.
         with conn.transaction():
+            rebuild = self._text_index_needs_rebuild(conn, source_id, gone_ids)
+            if rebuild:  # taken before the statistics lock (the deletion, the refresh take it), as batches do
+                conn.execute("select quarry.lock_text_index()")
             if gone_ids:
                 conn.execute("select quarry.delete_documents(%s)", (gone_ids,))
-            rebuild = self._text_index_needs_rebuild(conn, source_id)
             # The git commit this ingest read: the next one diffs against it (only once it completed).
             commit, repository = revision or (None, None)
             conn.execute("update quarry.sources set last_ingested_at = now(),"
@@ -378,9 +380,9 @@ class Ingestor:
         summary.deleted += len(gone_ids)
 
     @staticmethod
-    def _text_index_needs_rebuild(conn: Connection[Any], source_id: int) -> bool:
+    def _text_index_needs_rebuild(conn: Connection[Any], source_id: int, gone: Sequence[UUID]) -> bool:
         """Whether chunks lack postings, or the chunks written since the source's last completed ingest are most
-        of the corpus.
+        of the corpus once the ``gone`` documents are deleted.
 
         A first ingest leaves its chunks' postings to this rebuild (``postings_deferred``, set by the
         batches that did; a killed run's chunks are indexed by the next ingest to finish). Otherwise
@@ -392,11 +394,15 @@ class Ingestor:
         row = conn.execute(
             """
             select (select count(*) from quarry.chunks c join quarry.documents d on d.id = c.document_id
-                    where d.source_id = s.id and d.changed_at > coalesce(s.last_ingested_at, '-infinity')),
-                   t.chunk_count, t.postings_deferred
-            from quarry.sources s, quarry.text_stats t where s.id = %s
+                    where d.source_id = s.id and d.changed_at > coalesce(s.last_ingested_at, '-infinity')
+                      and d.id <> all (%(gone)s::uuid[])),
+                   t.chunk_count - (select count(*) from quarry.chunk_terms ct
+                                    join quarry.chunks c on c.id = ct.chunk_id
+                                    where c.document_id = any (%(gone)s::uuid[])),
+                   t.postings_deferred
+            from quarry.sources s, quarry.text_stats t where s.id = %(source)s
             """,
-            (source_id,),
+            {"source": source_id, "gone": list(gone)},
         ).fetchone()
         return row is not None and (row[2] or int(row[0]) * 2 > int(row[1]) > 0)
 
