@@ -670,20 +670,24 @@ $$;
 comment on function quarry.bm25_top(text, int, int, jsonb, int) is
 'Top chunks by BM25 for a query (its max_query_terms rarest terms): candidates from the top per_term_depth impact-ordered postings of each term, scored exactly; facet and version filters (resolved, see quarry.resolve_version_filters) applied before the top-k.';
 
-create or replace function quarry.lock_text_index() returns void
+create or replace function quarry.lock_text_index(rebuilding boolean) returns void
 language plpgsql volatile
 set search_path = quarry, pg_catalog
 as $$
 begin
-    -- Held to commit. Every writer of postings takes these tables before quarry.lock_corpus_statistics:
-    -- a transaction that will rebuild takes them first too, or it could hold the statistics lock while
-    -- it waits for a batch that waits for it.
-    lock table quarry.chunk_terms, quarry.text_postings, quarry.text_posting_blocks in exclusive mode;
+    -- Held to commit, and taken before quarry.lock_corpus_statistics by every transaction that writes
+    -- postings or rebuilds them (batches, the end of an ingest, a reindex): taken the other way round, one
+    -- could hold the statistics lock while it waits for a rebuild that waits for it.
+    if rebuilding then
+        lock table quarry.chunk_terms, quarry.text_postings, quarry.text_posting_blocks in exclusive mode;
+    else
+        lock table quarry.chunk_terms, quarry.text_postings, quarry.text_posting_blocks in row exclusive mode;
+    end if;
 end
 $$;
 
-comment on function quarry.lock_text_index() is
-'Take the BM25 postings tables (chunk_terms, text_postings, text_posting_blocks) for a rebuild, until commit: before any lock on the corpus statistics (quarry.lock_corpus_statistics), as the writers of postings take them.';
+comment on function quarry.lock_text_index(boolean) is
+'Take the BM25 postings tables (chunk_terms, text_postings, text_posting_blocks) until commit, exclusively when rebuilding them, else to write postings: before any lock on the corpus statistics (quarry.lock_corpus_statistics).';
 
 create or replace function quarry.rebuild_text_index(k1 real default 0.9, b real default 0.4,
                                                      code_b real default 0.9,
@@ -698,7 +702,7 @@ begin
     -- From the canonical chunks: the truncate trigger empties both lists and zeroes the
     -- statistics, so the single indexing pass below computes every impact with today's
     -- average length.
-    perform quarry.lock_text_index();
+    perform quarry.lock_text_index(rebuilding => true);
     -- Before the chunks are read, and (as every statistics writer) after the tables: a batch that left
     -- its postings to a rebuild (quarry.defer_chunk_postings) commits either before, and its chunks
     -- are indexed here, or after, and marks the index deferred again.
@@ -749,9 +753,9 @@ language plpgsql volatile
 set search_path = quarry, pg_catalog
 as $$
 begin
-    -- the locks in the order a batch writing postings takes them (the text tables, then the statistics),
-    -- which quarry.rebuild_text_index takes too: a rebuild and a batch wait for each other, never in a cycle
-    lock table quarry.chunk_terms, quarry.text_postings, quarry.text_posting_blocks in row exclusive mode;
+    -- the locks in the order a batch writing postings takes them: a rebuild and a batch wait for each
+    -- other, never in a cycle
+    perform quarry.lock_text_index(rebuilding => false);
     perform quarry.lock_corpus_statistics();  -- held to commit: see quarry.rebuild_text_index
     update quarry.text_stats set postings_deferred = true where not postings_deferred;
 end

@@ -392,3 +392,60 @@ def test_an_ingest_rebuilding_the_text_index_waits_for_a_batch_holding_its_posti
         running.join(60)
     assert not running.is_alive() and errors == []
     _assert_statistics_exact(pool)
+
+
+def test_an_ingest_closing_without_a_rebuild_waits_for_another_runs_rebuild_without_deadlock(
+    pool: ConnectionPool, database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ingest's closing transaction takes the text index before the statistics lock, rebuild or not.
+
+    Another run's rebuild has taken the text index (and will take the statistics lock) as this run starts its
+    closing transaction, which deletes a document that is gone (under the statistics lock, then its postings).
+    """
+    ingestor = Ingestor(pool, dict.fromkeys(SPACES, StandIn()), max_file_bytes=2_000_000)
+    ingestor.ingest(_write_big_corpus(tmp_path / "corpus"), SourceSpec(slug=SLUG))  # the small run is no rebuild
+    root = tmp_path / "small"
+    root.mkdir()
+    (root / "page.md").write_text("# Page\n\nA small ingest: its postings are compacted, not rebuilt.\n")
+    (root / "gone.md").write_text("# Gone\n\nA page the next run finds deleted.\n")
+    ingestor.ingest(root, SourceSpec(slug="small"))
+    (root / "gone.md").unlink()
+    finishing, rebuilding = threading.Event(), threading.Event()
+    finish = Ingestor._finish
+
+    def finish_once_the_other_run_rebuilds(self: Ingestor, *args: Any, **kwargs: Any) -> None:
+        finishing.set()
+        assert rebuilding.wait(60)
+        finish(self, *args, **kwargs)
+
+    monkeypatch.setattr(Ingestor, "_finish", finish_once_the_other_run_rebuilds)
+    errors: list[BaseException] = []
+
+    def ingest() -> None:
+        try:
+            ingestor.ingest(root, SourceSpec(slug="small"))
+        except BaseException as error:
+            errors.append(error)
+
+    running = threading.Thread(target=ingest)
+    running.start()
+    assert finishing.wait(60)
+    with psycopg.connect(database_url) as other:  # the other run's closing rebuild, from its start
+        other.execute("select quarry.lock_text_index(rebuilding => true)")
+        rebuilding.set()
+        waiting = None
+        for _ in range(600):  # until this run waits for the text index
+            with psycopg.connect(database_url, autocommit=True) as conn:
+                waiting = conn.execute(
+                    "select count(*) from pg_locks l join pg_class c on c.oid = l.relation"
+                    " where not l.granted and c.relname in ('chunk_terms', 'text_postings', 'text_posting_blocks')"
+                ).fetchone()
+            if waiting and waiting[0]:
+                break
+            time.sleep(0.05)
+        assert waiting and waiting[0], "the run never waited for the text index"
+        other.execute("select quarry.rebuild_text_index()")  # takes the statistics lock, then commits
+        other.commit()
+    running.join(60)
+    assert not running.is_alive() and errors == []
+    _assert_statistics_exact(pool)

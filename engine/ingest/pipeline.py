@@ -355,8 +355,9 @@ class Ingestor:
         # chunk written since the last completed ingest.
         with conn.transaction():
             rebuild = self._text_index_needs_rebuild(conn, source_id, gone_ids)
-            if rebuild:  # taken before the statistics lock (the deletion, the refresh take it), as batches do
-                conn.execute("select quarry.lock_text_index()")
+            # the postings, rebuilt or compacted, are taken before the statistics lock (the deletion and the
+            # refresh take it), as batches take them
+            conn.execute("select quarry.lock_text_index(%s)", (rebuild,))
             if gone_ids:
                 conn.execute("select quarry.delete_documents(%s)", (gone_ids,))
             # The git commit this ingest read: the next one diffs against it (only once it completed).
@@ -396,9 +397,8 @@ class Ingestor:
             select (select count(*) from quarry.chunks c join quarry.documents d on d.id = c.document_id
                     where d.source_id = s.id and d.changed_at > coalesce(s.last_ingested_at, '-infinity')
                       and d.id <> all (%(gone)s::uuid[])),
-                   t.chunk_count - (select count(*) from quarry.chunk_terms ct
-                                    join quarry.chunks c on c.id = ct.chunk_id
-                                    where c.document_id = any (%(gone)s::uuid[])),
+                   -- (from chunks, not chunk_terms: a lock on the postings is taken after this, in its mode)
+                   t.chunk_count - (select count(*) from quarry.chunks c where c.document_id = any (%(gone)s::uuid[])),
                    t.postings_deferred
             from quarry.sources s, quarry.text_stats t where s.id = %(source)s
             """,
