@@ -388,6 +388,9 @@ def test_read_document_bytes_returns_exact_ranges(mcp: McpSession, corpus: Corpu
     assert at_end["length"] == 0 and at_end["end_of_document"] is True
     past = mcp.call("read_document_bytes", {"document_id": document_id, "offset": len(raw) + 1, "length": 10})
     assert past.error["code"] == "INVALID" and "past the end" in past.error["message"]
+    # the largest offset the schema admits: one past it overflows a 32-bit position (the fuzzer found INTERNAL)
+    farthest = mcp.call("read_document_bytes", {"document_id": document_id, "offset": 2**31 - 1, "length": 1})
+    assert farthest.error["code"] == "INVALID" and "past the end" in farthest.error["message"]
     too_long = mcp.call("read_document_bytes", {"document_id": document_id, "offset": 0, "length": 65537})
     assert too_long.error["code"] == "LIMIT"
     assert too_long.error["problems"] == [{"path": "length", "rule": "must be at most 65536"}]

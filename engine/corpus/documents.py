@@ -248,8 +248,10 @@ def read_document_bytes(pool: ConnectionPool, document_id: UUID, offset: int, le
     if offset < 0 or not 1 <= length <= MAX_BYTE_RANGE:
         raise InvalidRequestError(f"offset must be >= 0 and length between 1 and {MAX_BYTE_RANGE}")
     with pool.connection() as conn:
+        # the start clamped to one past the end: offset + 1 may not fit the 32-bit position substring takes
         found = conn.execute(
-            "select octet_length(raw), substring(raw from %s for %s), content_hash from quarry.documents where id = %s",
+            "select octet_length(raw), substring(raw from least(%s::bigint, octet_length(raw) + 1)::int for %s),"
+            " content_hash from quarry.documents where id = %s",
             (offset + 1, length, document_id),
         ).fetchone()
     if found is None:
