@@ -422,9 +422,17 @@ def test_list_sources_counts_documents_chunks_and_vectors(mcp: McpSession) -> No
     assert sample["last_ingested_at"] is not None
 
 
-def test_status_reports_health_spaces_and_limits(mcp: McpSession) -> None:
+def test_status_reports_health_spaces_and_limits(mcp: McpSession, migrated_url: str) -> None:
     body = mcp.ok("status")
     assert body["healthy"] is True and body["database"]["reachable"] is True
+    assert body["fts_index_valid"] is True and body["fts_postings_deferred"] is False
+    with psycopg.connect(migrated_url, autocommit=True) as conn:  # as a killed first ingest leaves it
+        conn.execute("update quarry.text_stats set postings_deferred = true")
+        try:
+            deferred = mcp.ok("status")
+        finally:
+            conn.execute("update quarry.text_stats set postings_deferred = false")
+    assert deferred["fts_postings_deferred"] is True and deferred["healthy"] is False
     assert body["database"]["pgvector"]
     assert body["corpus"]["sources"] == 3
     code, text = body["embedding_spaces"]

@@ -60,7 +60,9 @@ _TOTALS = """
             where indexrelid in (to_regclass('quarry.text_posting_blocks_key'),
                                  to_regclass('quarry.text_postings_impact_idx'),
                                  to_regclass('quarry.text_postings_chunk_idx'),
-                                 to_regclass('quarry.chunk_terms_pkey'))) as fts_index_valid
+                                 to_regclass('quarry.chunk_terms_pkey'))) as fts_index_valid,
+           -- chunks a first ingest (or a killed one) has not given postings yet: the keyword leg misses them
+           (select postings_deferred from quarry.text_stats) as fts_postings_deferred
 """
 
 
@@ -88,7 +90,8 @@ def run_status(context: ToolContext, _: NoArgs) -> str:
                                                    "served_by": _served_by(context)}}
         return to_json(payload)
     pending = sum(space["pending_chunks"] for space in spaces if space["serves"] is not None)
-    indexes_valid = all(space["index_valid"] for space in spaces) and bool(totals.get("fts_index_valid"))
+    indexes_valid = (all(space["index_valid"] for space in spaces) and bool(totals.get("fts_index_valid"))
+                     and not totals.get("fts_postings_deferred"))
     payload |= {
         "healthy": indexes_valid,
         "database": {"reachable": True, "postgres": totals.get("postgres"), "pgvector": totals.get("pgvector"),
@@ -103,6 +106,7 @@ def run_status(context: ToolContext, _: NoArgs) -> str:
         ],
         "pending_embedding_work": pending,
         "fts_index_valid": totals.get("fts_index_valid"),
+        "fts_postings_deferred": totals.get("fts_postings_deferred"),
         "query_models": _query_models(context),
         "reranker": _reranker(context),
         "limits": limits.as_dict(),
