@@ -746,7 +746,7 @@ end
 $$;
 
 comment on function quarry.rebuild_text_index(real, real, real, boolean) is
-'Rebuild every BM25 posting (all in blocks), term frequency and corpus statistic from the chunks, each tokenized again; with reuse_row_frequencies, chunks whose postings are still rows keep their term frequencies (ingestion, after a first ingest). Clears text_stats.postings_deferred: every chunk is indexed.';
+'Rebuild every BM25 posting (all in blocks), term frequency and corpus statistic from the chunks, each tokenized again; with reuse_row_frequencies, chunks whose postings are still rows keep their term frequencies (the end of an ingest that wrote most of the corpus; a first ingest''s chunks have none and are tokenized). Clears text_stats.postings_deferred: every chunk is indexed.';
 
 create or replace function quarry.defer_chunk_postings() returns void
 language plpgsql volatile
