@@ -137,21 +137,15 @@ begin
         select * from quarry.filtered_source_ids(filters)
     ),
     -- keyword leg: documents with a chunk holding every selective term: the rarest term's postings
-    -- (in blocks and in rows not yet compacted; each posting is in one of them), the others checked
-    -- in the chunk's terms; bound + 1 documents tell the caller the bound was hit
-    rarest_term_chunks as (
-        select u.chunk_id from quarry.term_block_postings(wanted_term_ids[1]) u
-        where wanted_term_ids is not null
-        union all
-        select r.chunk_id from quarry.text_postings r
-        where wanted_term_ids is not null and r.term_id = wanted_term_ids[1]
-    ),
+    -- (in blocks and in rows not yet compacted), the others checked in the chunk's terms; bound + 1
+    -- documents tell the caller the bound was hit
     keyword as (
         select distinct c.document_id
-        from rarest_term_chunks r
+        from quarry.text_index_postings r
         join quarry.chunks c on c.id = r.chunk_id
         join allowed_sources s on s.id = c.source_id
-        where (cardinality(wanted_term_ids) = 1
+        where r.term_id = wanted_term_ids[1]
+          and (cardinality(wanted_term_ids) = 1
                or exists (select from quarry.chunk_terms ct
                           where ct.chunk_id = r.chunk_id and ct.term_ids @> wanted_term_ids))
           -- a check passes every chunk without its rule, and costs a function call per chunk: skipped then
