@@ -90,7 +90,7 @@ end
 $$;
 
 comment on function quarry.stage_term_frequencies(uuid[], real, real) is
-'Tokenize the given chunks into pg_temp.new_term_frequencies (lexeme, weighted term frequency, chunk length, length normalisation b for prose or code_b for code), replacing what it held: what quarry.insert_staged_postings writes.';
+'Tokenize the given chunks into pg_temp.new_term_frequencies (lexeme, weighted term frequency, chunk length, length normalisation b for prose or code_b for code), replacing what it held: what quarry.write_staged_chunk_terms turns into postings.';
 
 create or replace function quarry.insert_chunk_postings(
     chunk_ids uuid[],
@@ -110,13 +110,12 @@ $$;
 comment on function quarry.insert_chunk_postings(uuid[], real, real, real) is
 'Add BM25 postings for the given chunks (length normalisation b for prose, code_b for code chunks) without counting them in the term and corpus statistics: quarry.count_new_postings() must follow in the same transaction.';
 
-create or replace function quarry.insert_staged_postings(k1 real default 0.9) returns bigint
+create or replace function quarry.write_staged_chunk_terms(k1 real default 0.9) returns void
 language plpgsql volatile
 set search_path = quarry, pg_catalog
 as $$
 declare
     average_length double precision;
-    inserted bigint;
 begin
     -- pg_temp.new_term_frequencies (quarry.stage_term_frequencies) is what quarry.count_new_postings
     -- counts, until this transaction ends.
@@ -147,17 +146,31 @@ begin
     from pg_temp.new_term_frequencies n
     join quarry.text_terms t on t.lexeme = n.lexeme;
 
+    insert into quarry.chunk_terms (chunk_id, chunk_length, term_ids, impacts)
+    select p.chunk_id, max(p.chunk_length), array_agg(p.term_id order by p.term_id),
+           array_agg(p.impact order by p.term_id)
+    from pg_temp.new_postings p
+    group by p.chunk_id;
+end
+$$;
+
+comment on function quarry.write_staged_chunk_terms(real) is
+'Compute the BM25 postings of the term frequencies staged in pg_temp.new_term_frequencies into pg_temp.new_postings (impacts against the corpus''s average length, or the staged chunks'' own in an empty corpus) and write each chunk''s (chunk_terms); the caller writes them by term: as rows (quarry.insert_staged_postings) or blocks (quarry.rebuild_text_index).';
+
+create or replace function quarry.insert_staged_postings(k1 real default 0.9) returns bigint
+language plpgsql volatile
+set search_path = quarry, pg_catalog
+as $$
+declare
+    inserted bigint;
+begin
+    perform quarry.write_staged_chunk_terms(k1);
     -- In impact-index order: consecutive rows land on the same index pages, which costs less
     -- CPU than inserting in chunk order (docs/benchmarks-log.md § Ingest throughput without
     -- model time).
     insert into quarry.text_postings (term_id, chunk_id, term_frequency, chunk_length, impact)
     select * from pg_temp.new_postings order by term_id, impact desc, chunk_id desc;
     get diagnostics inserted = row_count;
-    insert into quarry.chunk_terms (chunk_id, chunk_length, term_ids, impacts)
-    select p.chunk_id, max(p.chunk_length), array_agg(p.term_id order by p.term_id),
-           array_agg(p.impact order by p.term_id)
-    from pg_temp.new_postings p
-    group by p.chunk_id;
     return inserted;
 end
 $$;
@@ -260,6 +273,11 @@ declare
 begin
     -- blocks are rewritten by one transaction at a time (quarry.compact_text_postings too)
     perform quarry.lock_corpus_statistics();
+    -- Statistics that count no posting: a rebuild emptied both lists and zeroed them before deleting
+    -- every chunk_terms row (quarry.rebuild_text_index), so there is nothing left to take out.
+    if (select s.postings = 0 from quarry.text_stats s) then
+        return null;
+    end if;
     delete from quarry.text_postings where chunk_id in (select g.chunk_id from gone g);
     get diagnostics recent_deleted = row_count;
 
@@ -699,9 +717,8 @@ as $$
 declare
     indexed bigint;
 begin
-    -- From the canonical chunks: the truncate trigger empties both lists and zeroes the
-    -- statistics, so the single indexing pass below computes every impact with today's
-    -- average length.
+    -- From the canonical chunks, in one indexing pass that computes every impact with today's
+    -- average length. Writers of postings wait (the exclusive mode); readers do not.
     perform quarry.lock_text_index(rebuilding => true);
     -- Before the chunks are read, and (as every statistics writer) after the tables: a batch that left
     -- its postings to a rebuild (quarry.defer_chunk_postings) commits either before, and its chunks
@@ -716,12 +733,15 @@ begin
     from quarry.text_postings p
     join quarry.text_terms t on t.id = p.term_id
     where reuse_row_frequencies;
-    truncate quarry.chunk_terms;
-    -- Loading into an unindexed table is much faster than maintaining its indexes row by row;
-    -- the rows then all become blocks, and the indexes come back over an empty table. The
-    -- definitions repeat alembic 0022's and 0012's (the chunk index), which own them.
-    drop index quarry.text_postings_impact_idx;
-    drop index quarry.text_postings_chunk_idx;
+    -- Emptied by DELETE, not TRUNCATE: a truncate shuts every reader out until commit, so each keyword
+    -- search would wait for the whole rebuild (minutes at 1M chunks), while deleted rows stay theirs to
+    -- read until it commits. The statistics go first: the chunk_terms delete trigger then has nothing
+    -- to take out of the lists, row by row.
+    update quarry.text_stats set chunk_count = 0, total_length = 0, postings = 0, recent_postings = 0;
+    update quarry.text_terms set chunk_frequency = 0 where chunk_frequency <> 0;
+    delete from quarry.text_postings;
+    delete from quarry.text_posting_blocks;
+    delete from quarry.chunk_terms;
     perform quarry.stage_term_frequencies(
         array(select c.id from quarry.chunks c
               where not exists (select from pg_temp.row_term_frequencies r where r.chunk_id = c.id)), b, code_b);
@@ -730,17 +750,15 @@ begin
     from pg_temp.row_term_frequencies r
     join quarry.chunks c on c.id = r.chunk_id;
     drop table pg_temp.row_term_frequencies;
-    indexed := quarry.insert_staged_postings(k1);
-    perform quarry.count_new_postings();
+    perform quarry.write_staged_chunk_terms(k1);
+    -- every list straight into blocks: no posting is a row after a rebuild
     perform quarry.pool_postings();
     insert into pg_temp.pooled_postings
-    select p.term_id, null, null, p.chunk_id, p.impact from quarry.text_postings p;
-    truncate quarry.text_postings;
-    update quarry.text_stats set recent_postings = 0;
+    select p.term_id, null, null, p.chunk_id, p.impact from pg_temp.new_postings p;
+    get diagnostics indexed = row_count;
+    perform quarry.count_new_postings();
+    update quarry.text_stats set recent_postings = 0, postings_deferred = false;
     perform quarry.write_posting_blocks();
-    create index text_postings_impact_idx on quarry.text_postings (term_id, impact desc, chunk_id desc);
-    create index text_postings_chunk_idx on quarry.text_postings (chunk_id, term_id) include (impact);
-    update quarry.text_stats set postings_deferred = false where postings_deferred;
     return indexed;
 end
 $$;

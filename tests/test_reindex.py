@@ -137,3 +137,30 @@ def test_recounting_facets_waits_for_a_document_writer_without_deadlock(database
         batch.commit()
         recounting.join(60)
     assert not recounting.is_alive() and errors == []
+
+
+def test_keyword_searches_answer_from_the_committed_postings_while_they_are_rebuilt(
+        pool: ConnectionPool, database_url: str, local_embedder: Embedder, tmp_path: Path) -> None:
+    """A text rebuild (``quarry reindex``, the end of an ingest that wrote most of the corpus) takes minutes at
+    1M chunks: meanwhile keyword searches answer from the postings committed before it, without waiting for it,
+    and see the rebuilt ones once it commits."""
+    ingestor = Ingestor(pool, dict.fromkeys(SPACES, local_embedder), max_file_bytes=1_000_000)
+    ingestor.ingest(write_corpus(tmp_path / "docs", FILES), SourceSpec(slug="sample"))
+    searches = {
+        "bm25_top": "select chunk_id, score from quarry.bm25_top('partial index predicate', 10)",
+        "count": "select count(*) from quarry.count_candidate_documents('partial index predicate') where keyword",
+        "postings": "select count(*) from quarry.text_index_postings",
+    }
+    with pool.connection() as conn:
+        before = {name: conn.execute(query).fetchall() for name, query in searches.items()}
+    assert before["bm25_top"] and before["count"] != [(0,)], before
+
+    with psycopg.connect(database_url) as rebuilding:
+        rebuilding.execute("select quarry.rebuild_text_index()")  # not committed yet
+        with psycopg.connect(database_url, autocommit=True) as searching:
+            searching.execute("set lock_timeout = '2s'")  # a search that waited for the rebuild fails
+            during = {name: searching.execute(query).fetchall() for name, query in searches.items()}
+        rebuilding.commit()
+    assert during == before
+    with pool.connection() as conn:  # the same corpus: the rebuilt postings answer the same
+        assert {name: conn.execute(query).fetchall() for name, query in searches.items()} == before

@@ -16,8 +16,10 @@ Canonical: documents (raw bytes), chunks, vectors. Derived, and rebuilt here:
   answering meanwhile.
 
 Each part but ``vectors`` runs in one transaction: searches see the old or the new
-derived data, never a mix. Run it after a crash that corrupted an index, after changing
-text-search configuration, or after upgrading Quarry's extractors.
+derived data, never a mix, and keep answering from the old while it runs (the text index
+is emptied by DELETE, not TRUNCATE, which would make every keyword search wait for it).
+Run it after a crash that corrupted an index, after changing text-search configuration, or
+after upgrading Quarry's extractors.
 """
 
 from __future__ import annotations
