@@ -602,8 +602,39 @@ as $$
         order by t.chunk_frequency, t.id
         limit max_query_terms
     ),
+    unfiltered as (
+        -- Without filters (most searches), each term's postings as they are read. Its own branch:
+        -- the statement is planned once for every call (generic), so `filters is null` is not folded
+        -- away, and a per-posting check and the lists as unions of blocks and rows took 3.35 ms p50
+        -- at 1M chunks against 2.43 for this (docs/benchmarks-log.md § bm25_top without filters).
+        -- A term read to its end (not cut) already gives each candidate its whole part.
+        select p.chunk_id, coalesce(sum(terms.idf * p.impact) filter (where not terms.cut), 0) as uncut_part,
+               sum(terms.idf * p.impact) as total
+        from terms
+        cross join lateral (
+            (select u.chunk_id, u.impact from quarry.term_block_postings(terms.id) u
+             where not terms.has_rows
+             limit per_term_depth)
+            union all
+            -- a term with rows written since the last compaction keeps the top per_term_depth of both
+            (select m.chunk_id, m.impact
+             from ((select u.chunk_id, u.impact from quarry.term_block_postings(terms.id) u limit per_term_depth)
+                   union all
+                   (select r.chunk_id, r.impact from quarry.text_postings r
+                    where r.term_id = terms.id
+                    order by r.impact desc, r.chunk_id desc
+                    limit per_term_depth)) m
+             where terms.has_rows
+             order by m.impact desc, m.chunk_id desc
+             limit per_term_depth)
+        ) p
+        where filters is null
+        group by p.chunk_id
+        order by total desc, p.chunk_id
+        limit match_count
+    ),
     listed as not materialized (  -- read once per term: each use below takes its own terms
-        -- Each term's top postings in its blocks, as far as the filters let them through: a
+        -- Under filters, each term's top postings in its blocks, as far as they let them through: a
         -- per-posting check (scalar subquery) written out, where a function would cost a call
         -- per posting (2.7x slower under a source filter); as EXISTS the planner would join
         -- every chunk to the filter before reading the impact-ordered postings.
@@ -613,8 +644,7 @@ as $$
         cross join lateral (
             select u.chunk_id, u.impact
             from quarry.term_block_postings(terms.id) u
-            where filters is null
-               or coalesce((
+            where coalesce((
                       select true from quarry.chunks c join allowed_sources s on s.id = c.source_id
                       where c.id = u.chunk_id
                         and (not chunk_rules.present
@@ -635,8 +665,7 @@ as $$
             select r.chunk_id, r.impact
             from quarry.text_postings r
             where r.term_id = terms.id
-              and (filters is null
-                   or coalesce((
+              and coalesce((
                          select true from quarry.chunks c join allowed_sources s on s.id = c.source_id
                          where c.id = r.chunk_id
                            and (not chunk_rules.present
@@ -645,7 +674,7 @@ as $$
                                     and quarry.version_allows(filters, c.document_id)
                                     and quarry.chunk_location_allows(filters, c.document_id, c.symbol_path, c.is_code,
                                                                         c.content_type)))
-                         limit 1), false))
+                         limit 1), false)
             order by r.impact desc, r.chunk_id desc
             limit per_term_depth
         ) r
@@ -660,13 +689,18 @@ as $$
               from listed l where l.has_rows) m
         where m.rank <= per_term_depth
     ),
-    candidates as materialized (
-        -- a term read to its end (not cut) already gave each candidate its whole part
+    filtered as (
         select c.chunk_id, coalesce(sum(c.part) filter (where not c.cut), 0) as uncut_part
         from contributions c
+        where filters is not null
         group by c.chunk_id
         order by sum(c.part) desc, c.chunk_id
         limit match_count
+    ),
+    candidates as materialized (  -- one of the two branches runs: the other's condition is false once
+        select u.chunk_id, u.uncut_part from unfiltered u
+        union all
+        select f.chunk_id, f.uncut_part from filtered f
     ),
     cut_terms as materialized (
         select array_agg(terms.id) as ids, array_agg(terms.idf) as idfs from terms where terms.cut
