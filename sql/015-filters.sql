@@ -40,11 +40,12 @@ create or replace function quarry.chunk_allowed(
 language sql immutable parallel safe
 set search_path = pg_catalog
 as $$
+    -- a facet without a rule passes, and its check would cost a call: checked only where the filters have one
     select filters is null or (
-        quarry.facet_allows(filters, 'content_type', content_type)
-        and quarry.facet_allows(filters, 'language', language)
-        and quarry.facet_allows(filters, 'package', package)
-        and quarry.facet_allows(filters, 'deprecated', deprecated::text))
+        (not filters ? 'content_type' or quarry.facet_allows(filters, 'content_type', content_type))
+        and (not filters ? 'language' or quarry.facet_allows(filters, 'language', language))
+        and (not filters ? 'package' or quarry.facet_allows(filters, 'package', package))
+        and (not filters ? 'deprecated' or quarry.facet_allows(filters, 'deprecated', deprecated::text)))
 $$;
 
 comment on function quarry.chunk_allowed(jsonb, text, text, text, boolean) is
@@ -90,6 +91,21 @@ $$;
 
 comment on function quarry.has_chunk_rules(jsonb) is
 'Whether a filters object has rules a chunk must be checked against (beyond its source''s facets).';
+
+create or replace function quarry.chunk_rule_kinds(filters jsonb, out facets boolean, out versions boolean,
+                                                   out locations boolean)
+language sql immutable parallel safe
+set search_path = pg_catalog
+as $$
+    -- Each per-chunk check passes every chunk when the filters have none of its rules, yet costs a
+    -- function call per posting or candidate: callers skip the checks whose kind is false.
+    select coalesce(filters ?| array['deprecated', 'content_type', 'language', 'package'], false),
+           coalesce(filters ?| array['language_target', 'sdk_dependency'], false),
+           coalesce(filters ?| array['path', 'symbol', 'chunk_kind'], false)
+$$;
+
+comment on function quarry.chunk_rule_kinds(jsonb) is
+'Which per-chunk checks a filters object needs: facets (quarry.chunk_allowed), versions (quarry.version_allows), locations (quarry.chunk_location_allows).';
 
 -- Location filters: {"path": {"any_of": ["src/**/*.py"], "none_of": ["**/tests/**"]},
 -- "symbol": {"any_of": ["Client.connect"]}}. Unlike facets they are patterns, not values.

@@ -588,7 +588,7 @@ as $$
     with allowed_sources as materialized (  -- evaluated once, not once per posting
         select * from quarry.filtered_source_ids(filters) where filters is not null
     ),
-    chunk_rules as materialized (select quarry.has_chunk_rules(filters) as present),
+    chunk_rules as materialized (select * from quarry.chunk_rule_kinds(filters)),
     terms as materialized (
         -- double precision throughout: numeric ln per posting cost more than the index scans.
         -- A long query (an issue, a stack trace) keeps its max_query_terms rarest terms: its
@@ -647,12 +647,13 @@ as $$
             where coalesce((
                       select true from quarry.chunks c join allowed_sources s on s.id = c.source_id
                       where c.id = u.chunk_id
-                        and (not chunk_rules.present
-                             or (quarry.chunk_allowed(filters, c.content_type, c.language, c.package,
-                                                      c.deprecated or s.deprecated)
-                                 and quarry.version_allows(filters, c.document_id)
-                                 and quarry.chunk_location_allows(filters, c.document_id, c.symbol_path, c.is_code,
-                                                                     c.content_type)))
+                        and (not chunk_rules.facets
+                             or quarry.chunk_allowed(filters, c.content_type, c.language, c.package,
+                                                     c.deprecated or s.deprecated))
+                        and (not chunk_rules.versions or quarry.version_allows(filters, c.document_id))
+                        and (not chunk_rules.locations
+                             or quarry.chunk_location_allows(filters, c.document_id, c.symbol_path, c.is_code,
+                                                             c.content_type))
                       limit 1), false)
             limit per_term_depth
         ) p
@@ -668,12 +669,13 @@ as $$
               and coalesce((
                          select true from quarry.chunks c join allowed_sources s on s.id = c.source_id
                          where c.id = r.chunk_id
-                           and (not chunk_rules.present
-                                or (quarry.chunk_allowed(filters, c.content_type, c.language, c.package,
-                                                         c.deprecated or s.deprecated)
-                                    and quarry.version_allows(filters, c.document_id)
-                                    and quarry.chunk_location_allows(filters, c.document_id, c.symbol_path, c.is_code,
-                                                                        c.content_type)))
+                           and (not chunk_rules.facets
+                                or quarry.chunk_allowed(filters, c.content_type, c.language, c.package,
+                                                        c.deprecated or s.deprecated))
+                           and (not chunk_rules.versions or quarry.version_allows(filters, c.document_id))
+                           and (not chunk_rules.locations
+                                or quarry.chunk_location_allows(filters, c.document_id, c.symbol_path, c.is_code,
+                                                                c.content_type))
                          limit 1), false)
             order by r.impact desc, r.chunk_id desc
             limit per_term_depth

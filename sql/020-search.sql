@@ -14,6 +14,7 @@ as $$
 declare
     physical text;
     space_dimension int;
+    rules record := quarry.chunk_rule_kinds(filters);
 begin
     -- a logical space (text, code) is answered by the generation serving it
     select name, dimension into physical, space_dimension from quarry.embedding_spaces where serves = embedding_space;
@@ -49,12 +50,13 @@ begin
                 select true from quarry.chunks c join allowed_sources s on s.id = c.source_id
                 where c.id = e.chunk_id
                   and (not $4
-                       or (quarry.chunk_allowed($3, c.content_type, c.language, c.package, c.deprecated or s.deprecated)
-                           and quarry.version_allows($3, c.document_id)
-                           and quarry.chunk_location_allows($3, c.document_id, c.symbol_path, c.is_code, c.content_type)))
+                       or quarry.chunk_allowed($3, c.content_type, c.language, c.package, c.deprecated or s.deprecated))
+                  and (not $5 or quarry.version_allows($3, c.document_id))
+                  and (not $6
+                       or quarry.chunk_location_allows($3, c.document_id, c.symbol_path, c.is_code, c.content_type))
                 limit 1), false)
         $filter$ end)
-    using query_embedding, match_count, filters, quarry.has_chunk_rules(filters);
+    using query_embedding, match_count, filters, rules.facets, rules.versions, rules.locations;
 end
 $$;
 

@@ -125,9 +125,7 @@ declare
     wanted_term_ids int[] := (select case when count(*) = cardinality(lexemes)
                                           then array_agg(t.id order by t.chunk_frequency, t.id) end
                               from quarry.text_terms t where t.lexeme = any (lexemes) and t.chunk_frequency > 0);
-    facet_rules boolean := coalesce(filters ?| array['deprecated', 'content_type', 'language', 'package'], false);
-    version_rules boolean := coalesce(filters ?| array['language_target', 'sdk_dependency'], false);
-    location_rules boolean := coalesce(filters ?| array['path', 'symbol', 'chunk_kind'], false);
+    rules record := quarry.chunk_rule_kinds(filters);
 begin
     if bound < 1 or bound > 1000 then
         raise exception 'bound must be between 1 and 1000, got %', bound using errcode = 'invalid_parameter_value';
@@ -149,10 +147,10 @@ begin
                or exists (select from quarry.chunk_terms ct
                           where ct.chunk_id = r.chunk_id and ct.term_ids @> wanted_term_ids))
           -- a check passes every chunk without its rule, and costs a function call per chunk: skipped then
-          and (not facet_rules
+          and (not rules.facets
                or quarry.chunk_allowed(filters, c.content_type, c.language, c.package, c.deprecated or s.deprecated))
-          and (not version_rules or quarry.version_allows(resolved, c.document_id))
-          and (not location_rules
+          and (not rules.versions or quarry.version_allows(resolved, c.document_id))
+          and (not rules.locations
                or quarry.chunk_location_allows(filters, c.document_id, c.symbol_path, c.is_code, c.content_type))
         limit bound + 1
     ),
