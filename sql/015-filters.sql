@@ -98,7 +98,7 @@ language sql immutable parallel safe
 set search_path = pg_catalog
 as $$
     -- Each per-chunk check passes every chunk when the filters have none of its rules, yet costs a
-    -- function call per posting or candidate: callers skip the checks whose kind is false.
+    -- function call per posting, candidate or document: callers skip the checks whose kind is false.
     select coalesce(filters ?| array['deprecated', 'content_type', 'language', 'package'], false),
            coalesce(filters ?| array['language_target', 'sdk_dependency'], false),
            coalesce(filters ?| array['path', 'symbol', 'chunk_kind'], false)

@@ -449,9 +449,7 @@ declare
     combination_totals boolean;
     -- which per-document checks the filters need: a check without its rule passes every document, and each
     -- costs a function call per document (they do not inline), so one without a rule is not called
-    facet_rules boolean := coalesce(filters ?| document_facets, false);
-    version_rules boolean := coalesce(filters ?| version_facets, false);
-    location_rules boolean := coalesce(filters ?| array['path', 'symbol', 'chunk_kind'], false);
+    rules record := quarry.chunk_rule_kinds(filters);
 begin
     if facet is not null and not facet = any (known) then
         raise exception 'unknown facet %: expected one of %', facet, array_to_string(known, ', ')
@@ -465,7 +463,7 @@ begin
     -- a rule beyond the source level: counted from the documents, or (by_combination) their combinations
     needs_scan := exists (select 1 from jsonb_object_keys(coalesce(filters, '{}')) k where not k = any (source_facets));
     version_totals := coalesce(filters, '{}') = '{}' and not exists (select 1 from quarry.version_facets_stale);
-    by_combination := needs_scan and not version_rules and not location_rules and not 'chunk_kind' = any (wanted);
+    by_combination := needs_scan and not rules.versions and not rules.locations and not 'chunk_kind' = any (wanted);
     combination_totals := by_combination and not filters ?| source_facets
         and not exists (select 1 from quarry.version_facets_stale)
         and not exists (select 1 from quarry.sources s where s.deprecated);
@@ -485,7 +483,7 @@ begin
     facet_value_sets as materialized (
         select v.key
         from quarry.allowed_facet_values(filters, array(select s.id from allowed_sources s)) v(key)
-        where facet_rules and (not by_combination or exists (select 1 from stale_sources))  -- checked once
+        where rules.facets and (not by_combination or exists (select 1 from stale_sources))  -- checked once
     ),
     -- By combination: the distinct values of the allowed sources' combinations of document facet values as
     -- the rules see them (deprecated counts the source's mark too), the rules checked once per distinct values
@@ -526,11 +524,11 @@ begin
         where (needs_scan or 'chunk_kind' = any (wanted))
           -- counted by combination: only the stale sources' documents are read (for their version facets)
           and (not by_combination or exists (select 1 from stale_sources st where st.id = s.id))
-          and (not facet_rules
+          and (not rules.facets
                or jsonb_build_array(d.content_type, d.language, d.package, d.deprecated or s.deprecated)
                   in (select v.key from facet_value_sets v))
-          and (not version_rules or quarry.version_allows(resolved, d.id))
-          and (not location_rules or quarry.document_location_allows(filters, d.id, d.path))
+          and (not rules.versions or quarry.version_allows(resolved, d.id))
+          and (not rules.locations or quarry.document_location_allows(filters, d.id, d.path))
     ),
     document_modules as materialized (  -- once per document, not per chunk
         select m.id, quarry.file_module(m.path) as module
