@@ -589,6 +589,15 @@ as $$
         select * from quarry.filtered_source_ids(filters) where filters is not null
     ),
     chunk_rules as materialized (select * from quarry.chunk_rule_kinds(filters)),
+    -- A filter every chunk passes (it allows every source and has no chunk rule: a single source's corpus
+    -- searched by its name) is read as none: the per-posting checks would only confirm it.
+    passes_every_chunk as materialized (
+        select filters is null
+            or (not (r.facets or r.versions or r.locations)
+                and not exists (select from quarry.sources s where s.id not in (select a.id from allowed_sources a)))
+            as yes
+        from chunk_rules r
+    ),
     terms as materialized (
         -- double precision throughout: numeric ln per posting cost more than the index scans.
         -- A long query (an issue, a stack trace) keeps its max_query_terms rarest terms: its
@@ -603,7 +612,8 @@ as $$
         limit max_query_terms
     ),
     unfiltered as (
-        -- Without filters (most searches), each term's postings as they are read. Its own branch:
+        -- Without filters (most searches), or one every chunk passes, each term's postings as they are
+        -- read. Its own branch:
         -- the statement is planned once for every call (generic), so `filters is null` is not folded
         -- away, and a per-posting check and the lists as unions of blocks and rows took 3.35 ms p50
         -- at 1M chunks against 2.43 for this (docs/benchmarks-log.md § bm25_top without filters).
@@ -628,7 +638,7 @@ as $$
              order by m.impact desc, m.chunk_id desc
              limit per_term_depth)
         ) p
-        where filters is null
+        where (select yes from passes_every_chunk)
         group by p.chunk_id
         order by total desc, p.chunk_id
         limit match_count
@@ -694,7 +704,7 @@ as $$
     filtered as (
         select c.chunk_id, coalesce(sum(c.part) filter (where not c.cut), 0) as uncut_part
         from contributions c
-        where filters is not null
+        where not (select yes from passes_every_chunk)
         group by c.chunk_id
         order by sum(c.part) desc, c.chunk_id
         limit match_count
