@@ -79,26 +79,14 @@ $$;
 comment on function quarry.allowed_facet_values(jsonb, bigint[]) is
 'The combinations of document facet values (jsonb_build_array(content_type, language, package, deprecated)) in the given sources that pass the chunk-level facets of a filters object (quarry.chunk_allowed), each checked once.';
 
-create or replace function quarry.has_chunk_rules(filters jsonb)
-returns boolean
-language sql immutable parallel safe
-set search_path = pg_catalog
-as $$
-    -- source-level facets are settled once per search (quarry.filtered_source_ids); only
-    -- the others need a per-chunk check
-    select coalesce(filters - array['source_slug', 'kind', 'attribution', 'verified'] <> '{}'::jsonb, false)
-$$;
-
-comment on function quarry.has_chunk_rules(jsonb) is
-'Whether a filters object has rules a chunk must be checked against (beyond its source''s facets).';
-
 create or replace function quarry.chunk_rule_kinds(filters jsonb, out facets boolean, out versions boolean,
                                                    out locations boolean)
 language sql immutable parallel safe
 set search_path = pg_catalog
 as $$
-    -- Each per-chunk check passes every chunk when the filters have none of its rules, yet costs a
-    -- function call per posting, candidate or document: callers skip the checks whose kind is false.
+    -- Source-level facets are settled once per search (quarry.filtered_source_ids). Each per-chunk check
+    -- passes every chunk when the filters have none of its rules, yet costs a function call per posting,
+    -- candidate or document: callers skip the checks whose kind is false.
     select coalesce(filters ?| array['deprecated', 'content_type', 'language', 'package'], false),
            coalesce(filters ?| array['language_target', 'sdk_dependency'], false),
            coalesce(filters ?| array['path', 'symbol', 'chunk_kind'], false)

@@ -17,7 +17,7 @@ as $$
     -- The next documents passing the filters in (source, path) order, the cursor's own
     -- document first (its later lines are still to be read). Version rules are resolved once.
     with rules as materialized (
-        select quarry.has_chunk_rules(filters) as present, quarry.resolve_version_filters(filters) as versions
+        select k.*, quarry.resolve_version_filters(filters) as resolved from quarry.chunk_rule_kinds(filters) k
     )
     select d.id, s.slug, d.path
     from rules
@@ -25,10 +25,10 @@ as $$
     join quarry.sources s on s.id = d.source_id
     join quarry.filtered_source_ids(filters) allowed on allowed.id = s.id
     where (after_source is null or (s.slug, d.path) >= (after_source, after_path))
-      and (not rules.present
-           or (quarry.chunk_allowed(filters, d.content_type, d.language, d.package, d.deprecated or s.deprecated)
-               and quarry.version_allows(rules.versions, d.id)
-               and quarry.document_location_allows(filters, d.id, d.path)))
+      and (not rules.facets
+           or quarry.chunk_allowed(filters, d.content_type, d.language, d.package, d.deprecated or s.deprecated))
+      and (not rules.versions or quarry.version_allows(rules.resolved, d.id))
+      and (not rules.locations or quarry.document_location_allows(filters, d.id, d.path))
     order by s.slug, d.path
     limit batch
 $$;

@@ -105,6 +105,10 @@ def test_filters_and_a_cursor_page_through_in_order(corpus: tuple[ConnectionPool
     assert bound.value.argument == "cursor"
     only_code = grep(pool, "url", filters={"path": {"any_of": ["src/*.py"]}})
     assert only_code.matches and {m.path for m in only_code.matches} == {"src/client.py"}
+    everywhere = {m.path for m in grep(pool, "index|Client", regex=True, limit=100).matches}
+    prose = {m.path for m in grep(pool, "index|Client", regex=True, limit=100,
+                                  filters={"content_type": {"any_of": ["markdown"]}}).matches}
+    assert prose and prose == {path for path in everywhere if path.endswith(".md")} != everywhere
 
 
 def test_bad_patterns_are_refused_and_costly_ones_bounded(corpus: tuple[ConnectionPool, Path]) -> None:
