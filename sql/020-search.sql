@@ -202,7 +202,13 @@ create or replace function quarry.hybrid_search(
     code_mode text default 'on',
     version_matching text default 'permissive',
     query_model text default null,
-    code_query_model text default null
+    code_query_model text default null,
+    -- the legs' rows computed beforehand (quarry.search_leg_hits, each leg on its own connection at once):
+    -- with them no leg runs here, and a leg without rows found nothing
+    leg_hit_legs text[] default null,
+    leg_hit_ordinals int[] default null,
+    leg_hit_chunks uuid[] default null,
+    leg_hit_scores double precision[] default null
 ) returns table (
     chunk_id uuid,
     fused_score double precision,
@@ -229,16 +235,16 @@ as $$
 declare
     defaults record := quarry.ranking_defaults();
     use_fts boolean := search_mode in ('hybrid', 'fts');
-    use_vector boolean := search_mode in ('hybrid', 'vector') and code_mode <> 'exclusive';
-    use_code boolean := search_mode in ('hybrid', 'vector') and code_mode in ('on', 'exclusive');
+    use_vector boolean;
+    use_code boolean;
     depth int;
     resolved_filters jsonb;
     has_version_rules boolean := filters ? 'language_target' or filters ? 'sdk_dependency';
     query_count int;
     legs int;
     -- {"<leg>": {"reason": "error" | "model_mismatch" | "redundant", "detail": "..."}}: the legs left out
-    failures jsonb := '{}';
-    skip_reason text;
+    failures jsonb;
+    legs_given boolean := leg_hit_legs is not null;
     failed_leg text;
 begin
     candidate_count := coalesce(candidate_count, defaults.candidate_count);
@@ -274,28 +280,9 @@ begin
         raise exception 'at least one query is required' using errcode = 'invalid_parameter_value';
     end if;
     query_count := (select count(distinct t) from unnest(query_texts) t);
-    if use_vector then
-        skip_reason := quarry.query_embeddings_skip_reason(
-            query_embeddings, query_texts, embedding_space,
-            required => search_mode = 'vector' and code_mode = 'off', query_model => query_model);
-        use_vector := skip_reason is null;
-        failures := quarry.with_skipped_leg(failures, 'vector', skip_reason);
-    end if;
-    if use_code then
-        skip_reason := quarry.query_embeddings_skip_reason(
-            code_embeddings, query_texts, 'code',
-            required => search_mode = 'vector' and code_mode = 'exclusive', query_model => code_query_model);
-        use_code := skip_reason is null;
-        failures := quarry.with_skipped_leg(failures, 'code', skip_reason);
-    end if;
-    if use_vector and use_code and code_query_model is not distinct from query_model
-       and quarry.one_model_serves(embedding_space, 'code') then
-        -- every chunk is in the general space, code chunks with the same vector as in the code
-        -- space: a code leg would rank those vectors again, normalised among code chunks only,
-        -- lifting code into prose questions without adding evidence (docs/BENCHMARKS.md, decisions)
-        use_code := false;
-        failures := failures || '{"code": {"reason": "redundant"}}';
-    end if;
+    select legs.vector, legs.code, legs.left_out into use_vector, use_code, failures
+    from quarry.vector_legs_to_run(search_mode, code_mode, query_texts, query_embeddings, code_embeddings,
+                                   embedding_space, query_model, code_query_model) legs;
     resolved_filters := quarry.resolve_version_filters(filters, version_matching);
 
     -- A leg that errors (a lock it cannot get, a broken index) must not take the others
@@ -323,13 +310,24 @@ begin
                 select q.*, quarry.long_query_damping(q.query_text, defaults.long_query_terms) as damping
                 from distinct_queries q
             ),
-            fts_leg as (
-                select q.ordinal, hit.chunk_id, hit.score,
-                       row_number() over (partition by q.ordinal order by hit.score desc, hit.chunk_id)::int as rank,
-                       hit.score / nullif(max(hit.score) over (partition by q.ordinal), 0) as normalized
+            given_hits as (
+                select g.leg, g.ordinal, g.chunk_id, g.score
+                from unnest(leg_hit_legs, leg_hit_ordinals, leg_hit_chunks, leg_hit_scores) g (leg, ordinal, chunk_id, score)
+                where legs_given
+            ),
+            fts_hits as (
+                select q.ordinal, hit.chunk_id, hit.score
                 from queries q
                 cross join lateral quarry.bm25_top(q.query_text, depth, per_term_depth, resolved_filters) hit
-                where use_fts
+                where use_fts and not legs_given
+                union all
+                select g.ordinal, g.chunk_id, g.score from given_hits g where use_fts and g.leg = 'fts'
+            ),
+            fts_leg as (
+                select h.ordinal, h.chunk_id, h.score,
+                       row_number() over (partition by h.ordinal order by h.score desc, h.chunk_id)::int as rank,
+                       h.score / nullif(max(h.score) over (partition by h.ordinal), 0) as normalized
+                from fts_hits h
             ),
             vector_queries as (
                 select 'text' as leg, q.ordinal, q.embedding, embedding_space as space
@@ -337,16 +335,24 @@ begin
                 union all
                 select 'code', q.ordinal, q.code_embedding, 'code' from queries q where use_code
             ),
-            vector_leg as (
-                select qe.leg, qe.ordinal, hit.chunk_id, 1 - hit.distance as similarity,
-                       row_number() over per_list::int as rank,
-                       (max(hit.distance) over whole_list - hit.distance)
-                         / nullif(max(hit.distance) over whole_list - min(hit.distance) over whole_list, 0)
-                         as normalized
+            vector_hits as (
+                select qe.leg, qe.ordinal, hit.chunk_id, hit.distance
                 from vector_queries qe
                 cross join lateral quarry.nearest_chunks(qe.space, qe.embedding, depth, resolved_filters) hit
-                window per_list as (partition by qe.leg, qe.ordinal order by hit.distance, hit.chunk_id),
-                       whole_list as (partition by qe.leg, qe.ordinal)
+                where not legs_given
+                union all
+                select case g.leg when 'vector' then 'text' else g.leg end, g.ordinal, g.chunk_id, g.score
+                from given_hits g where (g.leg = 'vector' and use_vector) or (g.leg = 'code' and use_code)
+            ),
+            vector_leg as (
+                select h.leg, h.ordinal, h.chunk_id, 1 - h.distance as similarity,
+                       row_number() over per_list::int as rank,
+                       (max(h.distance) over whole_list - h.distance)
+                         / nullif(max(h.distance) over whole_list - min(h.distance) over whole_list, 0)
+                         as normalized
+                from vector_hits h
+                window per_list as (partition by h.leg, h.ordinal order by h.distance, h.chunk_id),
+                       whole_list as (partition by h.leg, h.ordinal)
             ),
             vector_per_query as (
                 -- a chunk's vector evidence is its better list: text and code vectors are two
@@ -371,42 +377,41 @@ begin
                 from fts_leg f
                 full outer join vector_per_query v on v.chunk_id = f.chunk_id and v.ordinal = f.ordinal
             ),
-            candidates as (
-                -- Code leans on the vector leg: natural-language questions share few words
-                -- with identifiers, so keyword scores on code are weaker evidence. Under a
-                -- version rule, the degree of match scales the score (permissive ranking);
-                -- deprecated content (document or source) is halved: still findable, rarely first.
-                select c.id as chunk_id, c.document_id, c.is_code,
-                       case when not use_fts then 1.0  -- a single leg is ranked as it is
-                            when not (use_vector or use_code) then 0.0
-                            when c.is_code then code_vector_weight else vector_weight end as vector,
-                       case when has_version_rules
-                            then quarry.version_degree(resolved_filters, c.document_id) end as degree,
-                       c.deprecated or s.deprecated as deprecated,
-                       case when use_fts and (use_vector or use_code)  -- a single leg is ranked as it is
-                            then quarry.document_evidence_share(length.chunks, defaults.document_evidence_chunks)
-                            else 0 end as document_share
-                from (select distinct p.chunk_id from per_query p) p
+            with_document as (
+                -- the document's best evidence per leg among this query's candidates
+                select p.*, c.document_id, c.is_code, k.vector * q.damping as weight, k.degree, k.deprecated,
+                       k.document_share, q.damping,
+                       max(p.fts_evidence) over per_document as document_fts,
+                       max(p.vector_evidence) over per_document as document_vector,
+                       -- a page holding code is weighed as code: its words and its code's meaning apart
+                       case when bool_or(c.is_code) over per_document then code_vector_weight
+                            else vector_weight end * q.damping as document_weight
+                from per_query p
+                join queries q on q.ordinal = p.ordinal
+                -- each row looks its chunk up by key: joined to the distinct candidates instead, the
+                -- generic plan compared every row with every candidate (a third of the fusion at 1M)
                 join quarry.chunks c on c.id = p.chunk_id
                 join quarry.sources s on s.id = c.source_id
                 cross join lateral (
                     select last.ordinal + 1 as chunks from quarry.chunks last
                     where last.document_id = c.document_id order by last.ordinal desc limit 1
                 ) length
-            ),
-            with_document as (
-                -- the document's best evidence per leg among this query's candidates
-                select p.*, k.document_id, k.is_code, k.vector * q.damping as weight, k.degree, k.deprecated,
-                       k.document_share, q.damping,
-                       max(p.fts_evidence) over per_document as document_fts,
-                       max(p.vector_evidence) over per_document as document_vector,
-                       -- a page holding code is weighed as code: its words and its code's meaning apart
-                       case when bool_or(k.is_code) over per_document then code_vector_weight
-                            else vector_weight end * q.damping as document_weight
-                from per_query p
-                join candidates k on k.chunk_id = p.chunk_id
-                join queries q on q.ordinal = p.ordinal
-                window per_document as (partition by p.ordinal, k.document_id)
+                cross join lateral (
+                    -- Code leans on the vector leg: natural-language questions share few words
+                    -- with identifiers, so keyword scores on code are weaker evidence. Under a
+                    -- version rule, the degree of match scales the score (permissive ranking);
+                    -- deprecated content (document or source) is halved: still findable, rarely first.
+                    select case when not use_fts then 1.0  -- a single leg is ranked as it is
+                                when not (use_vector or use_code) then 0.0
+                                when c.is_code then code_vector_weight else vector_weight end as vector,
+                           case when has_version_rules
+                                then quarry.version_degree(resolved_filters, c.document_id) end as degree,
+                           c.deprecated or s.deprecated as deprecated,
+                           case when use_fts and (use_vector or use_code)  -- a single leg is ranked as it is
+                                then quarry.document_evidence_share(length.chunks, defaults.document_evidence_chunks)
+                                else 0 end as document_share
+                ) k
+                window per_document as (partition by p.ordinal, c.document_id)
             ),
             fused as (
                 select e.chunk_id,
@@ -472,8 +477,120 @@ begin
 end
 $$;
 
-comment on function quarry.hybrid_search(text[], vector[], text, int, jsonb, text, int, int, int, text, double precision, double precision, vector[], text, text, text, text) is
-'Hybrid retrieval in one statement: per query a BM25 leg, a vector leg and (code_mode on/exclusive, given code_embeddings) a code-space vector leg, facet and version filters applied inside each leg before top-k, fused across legs and queries by a convex combination of per-query normalised scores or weighted RRF, each chunk''s score blended with its document''s best evidence per leg by document_share (see quarry.document_evidence_share). Null ranking arguments take quarry.ranking_defaults(). A leg that errors, whose query_model differs from its space''s model, or that would repeat another (the code leg when one model serves both spaces) is left out and named in legs_left_out ({"<leg>": {"reason": "error" | "model_mismatch" | "redundant", "detail"}}); with no hit and a leg left out, one row with a null chunk_id carries legs_left_out.';
+comment on function quarry.hybrid_search(text[], vector[], text, int, jsonb, text, int, int, int, text, double precision, double precision, vector[], text, text, text, text, text[], int[], uuid[], double precision[]) is
+'Hybrid retrieval in one statement: per query a BM25 leg, a vector leg and (code_mode on/exclusive, given code_embeddings) a code-space vector leg, facet and version filters applied inside each leg before top-k, fused across legs and queries by a convex combination of per-query normalised scores or weighted RRF, each chunk''s score blended with its document''s best evidence per leg by document_share (see quarry.document_evidence_share). Null ranking arguments take quarry.ranking_defaults(). A leg that errors, whose query_model differs from its space''s model, or that would repeat another (the code leg when one model serves both spaces) is left out and named in legs_left_out ({"<leg>": {"reason": "error" | "model_mismatch" | "redundant", "detail"}}); with no hit and a leg left out, one row with a null chunk_id carries legs_left_out. Given leg_hit_* (the arrays of quarry.search_leg_hits for every leg), no leg runs here: the legs'' rows are those.';
+
+create or replace function quarry.vector_legs_to_run(
+    search_mode text, code_mode text, query_texts text[], query_embeddings vector[], code_embeddings vector[],
+    embedding_space text, query_model text, code_query_model text,
+    out vector boolean, out code boolean, out left_out jsonb
+)
+language plpgsql stable
+set search_path = quarry, public, pg_catalog
+as $$
+declare
+    skip_reason text;
+begin
+    vector := search_mode in ('hybrid', 'vector') and code_mode <> 'exclusive';
+    code := search_mode in ('hybrid', 'vector') and code_mode in ('on', 'exclusive');
+    left_out := '{}';
+    if vector then
+        skip_reason := quarry.query_embeddings_skip_reason(
+            query_embeddings, query_texts, embedding_space,
+            required => search_mode = 'vector' and code_mode = 'off', query_model => query_model);
+        vector := skip_reason is null;
+        left_out := quarry.with_skipped_leg(left_out, 'vector', skip_reason);
+    end if;
+    if code then
+        skip_reason := quarry.query_embeddings_skip_reason(
+            code_embeddings, query_texts, 'code',
+            required => search_mode = 'vector' and code_mode = 'exclusive', query_model => code_query_model);
+        code := skip_reason is null;
+        left_out := quarry.with_skipped_leg(left_out, 'code', skip_reason);
+    end if;
+    if vector and code and code_query_model is not distinct from query_model
+       and quarry.one_model_serves(embedding_space, 'code') then
+        -- every chunk is in the general space, code chunks with the same vector as in the code
+        -- space: a code leg would rank those vectors again, normalised among code chunks only,
+        -- lifting code into prose questions without adding evidence (docs/BENCHMARKS.md, decisions)
+        code := false;
+        left_out := left_out || '{"code": {"reason": "redundant"}}';
+    end if;
+end
+$$;
+
+comment on function quarry.vector_legs_to_run(text, text, text[], vector[], vector[], text, text, text) is
+'Which vector legs a search runs (the general space''s, the code space''s) and the legs_left_out entries of those it does not: a model mismatch, or the code leg when one model serves both spaces (redundant). Raises as quarry.query_embeddings_skip_reason does.';
+
+create or replace function quarry.search_leg_hits(
+    legs text[],
+    query_texts text[],
+    query_embeddings vector[] default null,
+    search_mode text default 'hybrid',
+    match_count int default 10,
+    filters jsonb default null,
+    embedding_space text default 'text',
+    candidate_count int default null,
+    per_term_depth int default null,
+    code_embeddings vector[] default null,
+    code_mode text default 'on',
+    version_matching text default 'permissive',
+    query_model text default null,
+    code_query_model text default null,
+    out leg_hit_legs text[],
+    out leg_hit_ordinals int[],
+    out leg_hit_chunks uuid[],
+    out leg_hit_scores double precision[]
+)
+language plpgsql volatile  -- the vector legs set the HNSW scan depth for the transaction
+set search_path = quarry, public, pg_catalog
+set plan_cache_mode = force_generic_plan  -- as quarry.hybrid_search
+as $$
+#variable_conflict use_column
+declare
+    defaults record := quarry.ranking_defaults();
+    depth int := greatest(coalesce(candidate_count, defaults.candidate_count), match_count);
+    resolved_filters jsonb := quarry.resolve_version_filters(filters, version_matching);
+    use_fts boolean := 'fts' = any(legs) and search_mode in ('hybrid', 'fts');
+    use_vector boolean := false;
+    use_code boolean := false;
+begin
+    per_term_depth := coalesce(per_term_depth, defaults.per_term_depth);
+    if legs && array['vector', 'code'] then
+        select l.vector and 'vector' = any(legs), l.code and 'code' = any(legs) into use_vector, use_code
+        from quarry.vector_legs_to_run(search_mode, code_mode, query_texts, query_embeddings, code_embeddings,
+                                       embedding_space, query_model, code_query_model) l;
+    end if;
+    -- the rows quarry.hybrid_search's legs read, with the same ordinals (a repeated query counts once)
+    with queries as (
+        select distinct on (q.query_text) q.query_text, q.embedding, q.code_embedding, q.ordinal
+        from unnest(query_texts,
+                    case when use_vector then query_embeddings end,
+                    case when use_code then code_embeddings end)
+             with ordinality as q (query_text, embedding, code_embedding, ordinal)
+        order by q.query_text, q.ordinal
+    ),
+    hits as (
+        select 'fts' as leg, q.ordinal::int as ordinal, hit.chunk_id, hit.score
+        from queries q
+        cross join lateral quarry.bm25_top(q.query_text, depth, per_term_depth, resolved_filters) hit
+        where use_fts
+        union all
+        select v.leg, v.ordinal::int, hit.chunk_id, hit.distance
+        from (select 'vector' as leg, q.ordinal, q.embedding, embedding_space as space from queries q where use_vector
+              union all
+              select 'code', q.ordinal, q.code_embedding, 'code' from queries q where use_code) v
+        cross join lateral quarry.nearest_chunks(v.space, v.embedding, depth, resolved_filters) hit
+    )
+    select coalesce(array_agg(h.leg), '{}'), coalesce(array_agg(h.ordinal), '{}'),
+           coalesce(array_agg(h.chunk_id), '{}'), coalesce(array_agg(h.score), '{}')
+    into leg_hit_legs, leg_hit_ordinals, leg_hit_chunks, leg_hit_scores
+    from hits h;
+end
+$$;
+
+comment on function quarry.search_leg_hits(text[], text[], vector[], text, int, jsonb, text, int, int, vector[], text, text, text, text) is
+'The rows of some of a search''s legs (legs: any of fts, vector, code; arguments as quarry.hybrid_search), as the arrays its leg_hit_* arguments take: leg, query ordinal, chunk, and the BM25 score (fts) or cosine distance (vector, code). A leg the search would not run (its mode, a model mismatch, the redundant code leg) gives no rows. Each leg can run on its own connection at the same time, then quarry.search_hits fuses them.';
 
 create or replace function quarry.one_model_serves(first_space text, second_space text) returns boolean
 language sql stable parallel safe
