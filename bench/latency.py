@@ -25,9 +25,8 @@ Every scale gets its own database ``bench_latency_<n>`` on the bench's embedded 
 (``quarry.rebuild_text_index()``), the HNSW index (Quarry's own definition, dropped before the
 load and recreated after it) and ``vacuum analyze``. A loaded scale is reused on the next run.
 Measured through the pipeline's SQL step (``engine.retrieval.hits.search_hits``) with precomputed query vectors:
-p50/p95/p99 per mode over ``--queries`` queries, one client (a pool of two connections: from 50k vectors
-a hybrid search runs its two legs at once), after one untimed pass of them in every mode (warm); QPS with
-1/4/16 threads (one pooled connection each, so every search runs its legs in one statement) for ``--duration``
+p50/p95/p99 per mode over ``--queries`` queries, one client, after one untimed pass of them in
+every mode (warm); QPS with 1/4/16 threads (one pooled connection each) for ``--duration``
 seconds; recall@10 of the SQL step (``search_hits``, mode="vector") against exact cosine top-10 from numpy, and by
 ``hnsw.ef_search``.
 Storage: bytes on disk per chunk of every quarry.* table's heap, TOAST and each index, printed
@@ -594,16 +593,10 @@ def prepared_database(args: argparse.Namespace, corpora: Sequence[RealCorpus],
     return url, load
 
 
-#: Connections of the one-client pool: a hybrid search runs its legs at once on two (engine.retrieval.hits).
-ONE_CLIENT_CONNECTIONS = 2
-
-
 def measure(url: str, queries: QuerySet, args: argparse.Namespace, model: str | None) -> dict[str, Any]:
     """Per-mode latency percentiles (one client), recall@10 when ``args.recall_queries``, QPS per client count."""
     report: dict[str, Any] = {"latency": {}, "throughput": {}, "load_average_before": load_average()}
-    # one client: one search at a time, which may run its two legs on two connections as a server's pool lets it
-    with open_pool(url, min_size=ONE_CLIENT_CONNECTIONS, max_size=ONE_CLIENT_CONNECTIONS,
-                   name="bench-latency") as pool:
+    with open_pool(url, min_size=1, max_size=1, name="bench-latency") as pool:
         for mode in MODES:  # warm: every page the timed queries touch is read once before timing
             for i in range(len(queries.texts)):
                 run_query(pool, queries, i, mode, model)
@@ -703,8 +696,7 @@ def compare_hybrid(url: str, queries: QuerySet, directory: Path, peers: Sequence
     """Quarry hybrid and each peer's hybrid, one client, warm, limit 10, interleaved query by query."""
     report: dict[str, Any] = {"load_average_before": load_average()}
     with ExitStack() as stack:
-        pool = stack.enter_context(open_pool(url, min_size=ONE_CLIENT_CONNECTIONS, max_size=ONE_CLIENT_CONNECTIONS,
-                                             name="bench-peers"))
+        pool = stack.enter_context(open_pool(url, min_size=1, max_size=1, name="bench-peers"))
         runners: dict[str, Callable[[int], int]] = {"quarry": lambda i: run_query(pool, queries, i, "hybrid", MODEL)}
         if "lancedb" in peers:
             os.environ.setdefault("LANCEDB_LOG", "error")

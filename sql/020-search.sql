@@ -202,13 +202,7 @@ create or replace function quarry.hybrid_search(
     code_mode text default 'on',
     version_matching text default 'permissive',
     query_model text default null,
-    code_query_model text default null,
-    -- the legs' rows computed beforehand (quarry.search_leg_hits, each leg on its own connection at once):
-    -- with them no leg runs here, and a leg without rows found nothing
-    leg_hit_legs text[] default null,
-    leg_hit_ordinals int[] default null,
-    leg_hit_chunks uuid[] default null,
-    leg_hit_scores double precision[] default null
+    code_query_model text default null
 ) returns table (
     chunk_id uuid,
     fused_score double precision,
@@ -235,16 +229,16 @@ as $$
 declare
     defaults record := quarry.ranking_defaults();
     use_fts boolean := search_mode in ('hybrid', 'fts');
-    use_vector boolean;
-    use_code boolean;
+    use_vector boolean := search_mode in ('hybrid', 'vector') and code_mode <> 'exclusive';
+    use_code boolean := search_mode in ('hybrid', 'vector') and code_mode in ('on', 'exclusive');
     depth int;
     resolved_filters jsonb;
     has_version_rules boolean := filters ? 'language_target' or filters ? 'sdk_dependency';
     query_count int;
     legs int;
     -- {"<leg>": {"reason": "error" | "model_mismatch" | "redundant", "detail": "..."}}: the legs left out
-    failures jsonb;
-    legs_given boolean := leg_hit_legs is not null;
+    failures jsonb := '{}';
+    skip_reason text;
     failed_leg text;
 begin
     candidate_count := coalesce(candidate_count, defaults.candidate_count);
@@ -280,9 +274,28 @@ begin
         raise exception 'at least one query is required' using errcode = 'invalid_parameter_value';
     end if;
     query_count := (select count(distinct t) from unnest(query_texts) t);
-    select legs.vector, legs.code, legs.left_out into use_vector, use_code, failures
-    from quarry.vector_legs_to_run(search_mode, code_mode, query_texts, query_embeddings, code_embeddings,
-                                   embedding_space, query_model, code_query_model) legs;
+    if use_vector then
+        skip_reason := quarry.query_embeddings_skip_reason(
+            query_embeddings, query_texts, embedding_space,
+            required => search_mode = 'vector' and code_mode = 'off', query_model => query_model);
+        use_vector := skip_reason is null;
+        failures := quarry.with_skipped_leg(failures, 'vector', skip_reason);
+    end if;
+    if use_code then
+        skip_reason := quarry.query_embeddings_skip_reason(
+            code_embeddings, query_texts, 'code',
+            required => search_mode = 'vector' and code_mode = 'exclusive', query_model => code_query_model);
+        use_code := skip_reason is null;
+        failures := quarry.with_skipped_leg(failures, 'code', skip_reason);
+    end if;
+    if use_vector and use_code and code_query_model is not distinct from query_model
+       and quarry.one_model_serves(embedding_space, 'code') then
+        -- every chunk is in the general space, code chunks with the same vector as in the code
+        -- space: a code leg would rank those vectors again, normalised among code chunks only,
+        -- lifting code into prose questions without adding evidence (docs/BENCHMARKS.md, decisions)
+        use_code := false;
+        failures := failures || '{"code": {"reason": "redundant"}}';
+    end if;
     resolved_filters := quarry.resolve_version_filters(filters, version_matching);
 
     -- A leg that errors (a lock it cannot get, a broken index) must not take the others
@@ -310,24 +323,13 @@ begin
                 select q.*, quarry.long_query_damping(q.query_text, defaults.long_query_terms) as damping
                 from distinct_queries q
             ),
-            given_hits as (
-                select g.leg, g.ordinal, g.chunk_id, g.score
-                from unnest(leg_hit_legs, leg_hit_ordinals, leg_hit_chunks, leg_hit_scores) g (leg, ordinal, chunk_id, score)
-                where legs_given
-            ),
-            fts_hits as (
-                select q.ordinal, hit.chunk_id, hit.score
+            fts_leg as (
+                select q.ordinal, hit.chunk_id, hit.score,
+                       row_number() over (partition by q.ordinal order by hit.score desc, hit.chunk_id)::int as rank,
+                       hit.score / nullif(max(hit.score) over (partition by q.ordinal), 0) as normalized
                 from queries q
                 cross join lateral quarry.bm25_top(q.query_text, depth, per_term_depth, resolved_filters) hit
-                where use_fts and not legs_given
-                union all
-                select g.ordinal, g.chunk_id, g.score from given_hits g where use_fts and g.leg = 'fts'
-            ),
-            fts_leg as (
-                select h.ordinal, h.chunk_id, h.score,
-                       row_number() over (partition by h.ordinal order by h.score desc, h.chunk_id)::int as rank,
-                       h.score / nullif(max(h.score) over (partition by h.ordinal), 0) as normalized
-                from fts_hits h
+                where use_fts
             ),
             vector_queries as (
                 select 'text' as leg, q.ordinal, q.embedding, embedding_space as space
@@ -335,24 +337,16 @@ begin
                 union all
                 select 'code', q.ordinal, q.code_embedding, 'code' from queries q where use_code
             ),
-            vector_hits as (
-                select qe.leg, qe.ordinal, hit.chunk_id, hit.distance
+            vector_leg as (
+                select qe.leg, qe.ordinal, hit.chunk_id, 1 - hit.distance as similarity,
+                       row_number() over per_list::int as rank,
+                       (max(hit.distance) over whole_list - hit.distance)
+                         / nullif(max(hit.distance) over whole_list - min(hit.distance) over whole_list, 0)
+                         as normalized
                 from vector_queries qe
                 cross join lateral quarry.nearest_chunks(qe.space, qe.embedding, depth, resolved_filters) hit
-                where not legs_given
-                union all
-                select case g.leg when 'vector' then 'text' else g.leg end, g.ordinal, g.chunk_id, g.score
-                from given_hits g where (g.leg = 'vector' and use_vector) or (g.leg = 'code' and use_code)
-            ),
-            vector_leg as (
-                select h.leg, h.ordinal, h.chunk_id, 1 - h.distance as similarity,
-                       row_number() over per_list::int as rank,
-                       (max(h.distance) over whole_list - h.distance)
-                         / nullif(max(h.distance) over whole_list - min(h.distance) over whole_list, 0)
-                         as normalized
-                from vector_hits h
-                window per_list as (partition by h.leg, h.ordinal order by h.distance, h.chunk_id),
-                       whole_list as (partition by h.leg, h.ordinal)
+                window per_list as (partition by qe.leg, qe.ordinal order by hit.distance, hit.chunk_id),
+                       whole_list as (partition by qe.leg, qe.ordinal)
             ),
             vector_per_query as (
                 -- a chunk's vector evidence is its better list: text and code vectors are two
@@ -477,120 +471,8 @@ begin
 end
 $$;
 
-comment on function quarry.hybrid_search(text[], vector[], text, int, jsonb, text, int, int, int, text, double precision, double precision, vector[], text, text, text, text, text[], int[], uuid[], double precision[]) is
-'Hybrid retrieval in one statement: per query a BM25 leg, a vector leg and (code_mode on/exclusive, given code_embeddings) a code-space vector leg, facet and version filters applied inside each leg before top-k, fused across legs and queries by a convex combination of per-query normalised scores or weighted RRF, each chunk''s score blended with its document''s best evidence per leg by document_share (see quarry.document_evidence_share). Null ranking arguments take quarry.ranking_defaults(). A leg that errors, whose query_model differs from its space''s model, or that would repeat another (the code leg when one model serves both spaces) is left out and named in legs_left_out ({"<leg>": {"reason": "error" | "model_mismatch" | "redundant", "detail"}}); with no hit and a leg left out, one row with a null chunk_id carries legs_left_out. Given leg_hit_* (the arrays of quarry.search_leg_hits for every leg), no leg runs here: the legs'' rows are those.';
-
-create or replace function quarry.vector_legs_to_run(
-    search_mode text, code_mode text, query_texts text[], query_embeddings vector[], code_embeddings vector[],
-    embedding_space text, query_model text, code_query_model text,
-    out vector boolean, out code boolean, out left_out jsonb
-)
-language plpgsql stable
-set search_path = quarry, public, pg_catalog
-as $$
-declare
-    skip_reason text;
-begin
-    vector := search_mode in ('hybrid', 'vector') and code_mode <> 'exclusive';
-    code := search_mode in ('hybrid', 'vector') and code_mode in ('on', 'exclusive');
-    left_out := '{}';
-    if vector then
-        skip_reason := quarry.query_embeddings_skip_reason(
-            query_embeddings, query_texts, embedding_space,
-            required => search_mode = 'vector' and code_mode = 'off', query_model => query_model);
-        vector := skip_reason is null;
-        left_out := quarry.with_skipped_leg(left_out, 'vector', skip_reason);
-    end if;
-    if code then
-        skip_reason := quarry.query_embeddings_skip_reason(
-            code_embeddings, query_texts, 'code',
-            required => search_mode = 'vector' and code_mode = 'exclusive', query_model => code_query_model);
-        code := skip_reason is null;
-        left_out := quarry.with_skipped_leg(left_out, 'code', skip_reason);
-    end if;
-    if vector and code and code_query_model is not distinct from query_model
-       and quarry.one_model_serves(embedding_space, 'code') then
-        -- every chunk is in the general space, code chunks with the same vector as in the code
-        -- space: a code leg would rank those vectors again, normalised among code chunks only,
-        -- lifting code into prose questions without adding evidence (docs/BENCHMARKS.md, decisions)
-        code := false;
-        left_out := left_out || '{"code": {"reason": "redundant"}}';
-    end if;
-end
-$$;
-
-comment on function quarry.vector_legs_to_run(text, text, text[], vector[], vector[], text, text, text) is
-'Which vector legs a search runs (the general space''s, the code space''s) and the legs_left_out entries of those it does not: a model mismatch, or the code leg when one model serves both spaces (redundant). Raises as quarry.query_embeddings_skip_reason does.';
-
-create or replace function quarry.search_leg_hits(
-    legs text[],
-    query_texts text[],
-    query_embeddings vector[] default null,
-    search_mode text default 'hybrid',
-    match_count int default 10,
-    filters jsonb default null,
-    embedding_space text default 'text',
-    candidate_count int default null,
-    per_term_depth int default null,
-    code_embeddings vector[] default null,
-    code_mode text default 'on',
-    version_matching text default 'permissive',
-    query_model text default null,
-    code_query_model text default null,
-    out leg_hit_legs text[],
-    out leg_hit_ordinals int[],
-    out leg_hit_chunks uuid[],
-    out leg_hit_scores double precision[]
-)
-language plpgsql volatile  -- the vector legs set the HNSW scan depth for the transaction
-set search_path = quarry, public, pg_catalog
-set plan_cache_mode = force_generic_plan  -- as quarry.hybrid_search
-as $$
-#variable_conflict use_column
-declare
-    defaults record := quarry.ranking_defaults();
-    depth int := greatest(coalesce(candidate_count, defaults.candidate_count), match_count);
-    resolved_filters jsonb := quarry.resolve_version_filters(filters, version_matching);
-    use_fts boolean := 'fts' = any(legs) and search_mode in ('hybrid', 'fts');
-    use_vector boolean := false;
-    use_code boolean := false;
-begin
-    per_term_depth := coalesce(per_term_depth, defaults.per_term_depth);
-    if legs && array['vector', 'code'] then
-        select l.vector and 'vector' = any(legs), l.code and 'code' = any(legs) into use_vector, use_code
-        from quarry.vector_legs_to_run(search_mode, code_mode, query_texts, query_embeddings, code_embeddings,
-                                       embedding_space, query_model, code_query_model) l;
-    end if;
-    -- the rows quarry.hybrid_search's legs read, with the same ordinals (a repeated query counts once)
-    with queries as (
-        select distinct on (q.query_text) q.query_text, q.embedding, q.code_embedding, q.ordinal
-        from unnest(query_texts,
-                    case when use_vector then query_embeddings end,
-                    case when use_code then code_embeddings end)
-             with ordinality as q (query_text, embedding, code_embedding, ordinal)
-        order by q.query_text, q.ordinal
-    ),
-    hits as (
-        select 'fts' as leg, q.ordinal::int as ordinal, hit.chunk_id, hit.score
-        from queries q
-        cross join lateral quarry.bm25_top(q.query_text, depth, per_term_depth, resolved_filters) hit
-        where use_fts
-        union all
-        select v.leg, v.ordinal::int, hit.chunk_id, hit.distance
-        from (select 'vector' as leg, q.ordinal, q.embedding, embedding_space as space from queries q where use_vector
-              union all
-              select 'code', q.ordinal, q.code_embedding, 'code' from queries q where use_code) v
-        cross join lateral quarry.nearest_chunks(v.space, v.embedding, depth, resolved_filters) hit
-    )
-    select coalesce(array_agg(h.leg), '{}'), coalesce(array_agg(h.ordinal), '{}'),
-           coalesce(array_agg(h.chunk_id), '{}'), coalesce(array_agg(h.score), '{}')
-    into leg_hit_legs, leg_hit_ordinals, leg_hit_chunks, leg_hit_scores
-    from hits h;
-end
-$$;
-
-comment on function quarry.search_leg_hits(text[], text[], vector[], text, int, jsonb, text, int, int, vector[], text, text, text, text) is
-'The rows of some of a search''s legs (legs: any of fts, vector, code; arguments as quarry.hybrid_search), as the arrays its leg_hit_* arguments take: leg, query ordinal, chunk, and the BM25 score (fts) or cosine distance (vector, code). A leg the search would not run (its mode, a model mismatch, the redundant code leg) gives no rows. Each leg can run on its own connection at the same time, then quarry.search_hits fuses them.';
+comment on function quarry.hybrid_search(text[], vector[], text, int, jsonb, text, int, int, int, text, double precision, double precision, vector[], text, text, text, text) is
+'Hybrid retrieval in one statement: per query a BM25 leg, a vector leg and (code_mode on/exclusive, given code_embeddings) a code-space vector leg, facet and version filters applied inside each leg before top-k, fused across legs and queries by a convex combination of per-query normalised scores or weighted RRF, each chunk''s score blended with its document''s best evidence per leg by document_share (see quarry.document_evidence_share). Null ranking arguments take quarry.ranking_defaults(). A leg that errors, whose query_model differs from its space''s model, or that would repeat another (the code leg when one model serves both spaces) is left out and named in legs_left_out ({"<leg>": {"reason": "error" | "model_mismatch" | "redundant", "detail"}}); with no hit and a leg left out, one row with a null chunk_id carries legs_left_out.';
 
 create or replace function quarry.one_model_serves(first_space text, second_space text) returns boolean
 language sql stable parallel safe

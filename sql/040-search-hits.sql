@@ -18,11 +18,7 @@ create or replace function quarry.search_hits(
     query_model text default null,
     code_query_model text default null,
     per_document int default null,
-    page_size int default null,
-    leg_hit_legs text[] default null,
-    leg_hit_ordinals int[] default null,
-    leg_hit_chunks uuid[] default null,
-    leg_hit_scores double precision[] default null
+    page_size int default null
 ) returns table (
     chunk_id uuid,
     document_id uuid,
@@ -86,9 +82,7 @@ begin
                                   fusion => fusion, vector_weight => vector_weight,
                                   code_vector_weight => code_vector_weight, code_embeddings => code_embeddings,
                                   code_mode => code_mode, version_matching => version_matching,
-                                  query_model => query_model, code_query_model => code_query_model,
-                                  leg_hit_legs => leg_hit_legs, leg_hit_ordinals => leg_hit_ordinals,
-                                  leg_hit_chunks => leg_hit_chunks, leg_hit_scores => leg_hit_scores) h
+                                  query_model => query_model, code_query_model => code_query_model) h
         -- left join: hybrid_search's failure-only row (null chunk_id) comes through
         left join quarry.chunks c on c.id = h.chunk_id
     ), placed as (
@@ -126,5 +120,5 @@ begin
 end
 $$;
 
-comment on function quarry.search_hits(text[], vector[], text, int, jsonb, text, int, int, text, double precision, double precision, vector[], text, text, text, text, int, int, text[], int[], uuid[], double precision[]) is
-'hybrid_search joined to chunk, document and source fields: ranked result rows ready to show, with confidence, version_match (exact, compatible, unknown or mismatch), trust (score and factors, see quarry.trust_factors), and, on the first row only (null on the others), legs_left_out (see quarry.hybrid_search; with no hit, a single row whose chunk_id is null), query_lexemes (the distinct lexemes of every query, as quarry.query_lexemes; empty in vector mode) and passed_over. With per_document, at most that many chunks of one document are kept, walking the match_count fused hits in order, and at most page_size rows are returned; passed_over counts the chunks the cap left out before the page filled. Null ranking arguments take quarry.ranking_defaults(); leg_hit_* are quarry.hybrid_search''s (the legs computed beforehand by quarry.search_leg_hits).';
+comment on function quarry.search_hits(text[], vector[], text, int, jsonb, text, int, int, text, double precision, double precision, vector[], text, text, text, text, int, int) is
+'hybrid_search joined to chunk, document and source fields: ranked result rows ready to show, with confidence, version_match (exact, compatible, unknown or mismatch), trust (score and factors, see quarry.trust_factors), and, on the first row only (null on the others), legs_left_out (see quarry.hybrid_search; with no hit, a single row whose chunk_id is null), query_lexemes (the distinct lexemes of every query, as quarry.query_lexemes; empty in vector mode) and passed_over. With per_document, at most that many chunks of one document are kept, walking the match_count fused hits in order, and at most page_size rows are returned; passed_over counts the chunks the cap left out before the page filled. Null ranking arguments take quarry.ranking_defaults().';

@@ -9,8 +9,6 @@ query's lexemes (for highlights) with the rows, so a search is one round trip.
 from __future__ import annotations
 
 import logging
-import time
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,11 +16,10 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from uuid import UUID
 
-import psycopg
 from pgvector import Vector
-from psycopg import Connection, Cursor, sql
+from psycopg import Cursor, sql
 from psycopg.rows import RowMaker
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool
 
 from engine.retrieval.request import LEGS, Leg, VersionMatch
 from engine.store.db import autocommit
@@ -139,13 +136,9 @@ def search_hits(
                 "filters": filters, "query_model": query_model, "code_query_model": code_query_model,
                 "per_document": per_document, "page_size": page_size}
     arguments.update({name: value for name, value in optional.items() if value is not None})
-    # Read statements in autocommit: each is its own transaction, without BEGIN and COMMIT round trips.
-    with pool.connection() as conn, autocommit(conn):
-        if (mode == "hybrid" and ("query_embeddings" in arguments or "code_embeddings" in arguments)
-                and _indexed_vectors(pool, conn) >= LEGS_AT_ONCE_MIN_VECTORS):
-            arguments.update(_legs_at_once(pool, conn, arguments))
-        with conn.cursor(row_factory=_hit_or_failures) as cursor:
-            rows = cursor.execute(_statement(tuple(arguments)), arguments).fetchall()
+    # One read statement: in autocommit it is its own transaction, without BEGIN and COMMIT round trips.
+    with pool.connection() as conn, autocommit(conn), conn.cursor(row_factory=_hit_or_failures) as cursor:
+        rows = cursor.execute(_statement(tuple(arguments)), arguments).fetchall()
     hits = [row.hit for row in rows if row.hit is not None]
     if not rows:
         return HitPage(hits)
@@ -156,113 +149,20 @@ def search_hits(
                    frozenset(first.query_lexemes or ()), first.passed_over or 0)
 
 
-#: Running a hybrid search's legs at once pays from about this many indexed vectors. Below it each leg takes
-#: about a millisecond, and the two statements more and the second connection cost more than they save: one
-#: client, p50 of search_hits, at 5k chunks +0.7 ms, at 100k -1.5 ms, at 1M -1.8 ms (docs/benchmarks-log.md,
-#: "A hybrid search's legs at once"; the crossover between 5k and 100k was not bisected).
-LEGS_AT_ONCE_MIN_VECTORS = 50_000
-
-#: How long a pool's count of indexed vectors is reused before it is read again (a catalog read).
-INDEXED_VECTORS_TTL_S = 60.0
-
-_indexed_vector_counts: weakref.WeakKeyDictionary[ConnectionPool, tuple[float, float]] = weakref.WeakKeyDictionary()
-
-
-def _indexed_vectors(pool: ConnectionPool, conn: Connection[Any]) -> float:
-    """``quarry.indexed_vectors`` of the spaces a search reads, read through ``conn`` once a minute per pool."""
-    now = time.monotonic()
-    read_at, count = _indexed_vector_counts.get(pool, (-INDEXED_VECTORS_TTL_S, 0.0))
-    if now - read_at >= INDEXED_VECTORS_TTL_S:
-        row = conn.execute("select quarry.indexed_vectors(array['text', 'code'])").fetchone()
-        count = float(row[0]) if row is not None else 0.0
-        _indexed_vector_counts[pool] = (now, count)
-    return count
-
-
-#: How long a search waits for a second pooled connection when the pool has none idle but may open one. Not
-#: zero: the pool then refuses even an idle connection; and a wait it gives up on grows the pool for the next.
-SPARE_CONNECTION_WAIT_S = 0.0005
-
-#: ``quarry.search_leg_hits``' arguments besides ``legs``: the search's own, as ``quarry.search_hits`` takes them.
-_LEG_ARGUMENTS = frozenset({
-    "query_texts", "query_embeddings", "search_mode", "match_count", "filters", "embedding_space", "candidate_count",
-    "code_embeddings", "code_mode", "version_matching", "query_model", "code_query_model"})
-
-#: ``quarry.search_leg_hits``' columns, which ``quarry.search_hits`` takes as arguments of the same names.
-_LEG_HIT_ARGUMENTS = ("leg_hit_legs", "leg_hit_ordinals", "leg_hit_chunks", "leg_hit_scores")
-
-
-def _legs_at_once(pool: ConnectionPool, conn: Connection[Any], arguments: Mapping[str, object]) -> dict[str, object]:
-    """The legs' rows as ``quarry.search_hits``' ``leg_hit_*`` arguments, the keyword leg on a second connection
-    while ``conn`` runs the vector legs; empty when no connection is free or a leg fails.
-
-    In one statement the legs run one after the other; at once, a hybrid search takes about the longer leg's
-    time instead of both (docs/benchmarks-log.md, "A hybrid search's legs at once"). Only an idle pooled
-    connection is taken, so a busy pool runs the one statement instead of waiting. Given nothing, the one
-    statement runs the legs itself, and leaves out a leg that fails there, as before.
-    """
-    measures = pool.get_stats()
-    if measures["pool_available"] == 0 and measures["pool_size"] >= measures["pool_max"]:
-        return {}  # every connection is busy (or there is one): waiting for another would only slow this search
-    try:
-        spare = pool.getconn(timeout=SPARE_CONNECTION_WAIT_S)
-    except PoolTimeout:
-        return {}
-    leg_arguments = {name: value for name, value in arguments.items() if name in _LEG_ARGUMENTS}
-    names = tuple(leg_arguments)
-    try:
-        # in a pipeline the keyword leg is sent at once and read after the vector legs
-        with autocommit(spare), spare.pipeline():
-            keyword = spare.execute(_leg_statement(("fts",), names), leg_arguments)
-            vector_legs = conn.execute(_leg_statement(("vector", "code"), names), leg_arguments).fetchone()
-            keyword_leg = keyword.fetchone()
-    except psycopg.errors.QueryCanceled:
-        raise  # the statement timeout: the one statement would only wait as long again
-    except psycopg.Error as error:
-        logger.info("search legs at once failed (%s); the one statement runs them", type(error).__name__)
-        return {}
-    finally:
-        pool.putconn(spare)
-    if keyword_leg is None or vector_legs is None:
-        return {}
-    return {name: _joined_arrays(keyword_leg[i], vector_legs[i]) for i, name in enumerate(_LEG_HIT_ARGUMENTS)}
-
-
-def _joined_arrays(first: str, second: str) -> str:
-    """Two array literals as one. The legs' arrays travel as text, not decoded in between (a tenth of a
-    millisecond each way as Python lists); none of their elements (leg names, ints, UUIDs, floats) is quoted."""
-    elements = [literal[1:-1] for literal in (first, second) if literal != "{}"]
-    return "{" + ",".join(elements) + "}"
-
-
 @lru_cache(maxsize=64)
 def _statement(names: tuple[str, ...]) -> bytes:
     """``select * from quarry.search_hits(name => %(name)s, ...)``: one text per argument set, so it is prepared
-    (and composed once: psycopg composes an ``sql.Composed`` again on every call)."""
-    return sql.SQL("select * from quarry.search_hits({})").format(_named_arguments(names)).as_bytes(None)
-
-
-@lru_cache(maxsize=64)
-def _leg_statement(legs: tuple[str, ...], names: tuple[str, ...]) -> bytes:
-    """``quarry.search_leg_hits(legs => '{...}', name => %(name)s, ...)``, its arrays as text."""
-    return sql.SQL("select {} from quarry.search_leg_hits(legs => {}, {})").format(
-        sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(name)) for name in _LEG_HIT_ARGUMENTS),
-        sql.Literal(list(legs)), _named_arguments(names)).as_bytes(None)
-
-
-#: The types of the arguments that travel as text and are not inferred from their Python values.
-_ARGUMENT_TYPES = {"filters": "jsonb", "leg_hit_legs": "text[]", "leg_hit_ordinals": "int[]",
-                   "leg_hit_chunks": "uuid[]", "leg_hit_scores": "double precision[]"}
-
-
-def _named_arguments(names: Sequence[str]) -> sql.Composed:
-    def argument(name: str) -> sql.Composable:
+    (and composed once: psycopg composes an ``sql.Composed`` again on every call, 0.1 ms)."""
+    def placeholder(name: str) -> sql.Placeholder:
         # vectors travel as binary floats: as text the client prints and the server parses 384 decimals each
-        placeholder = sql.Placeholder(name, "b" if name.endswith("embeddings") else "s")
-        cast = _ARGUMENT_TYPES.get(name)
-        return placeholder if cast is None else sql.SQL("{}::{}").format(placeholder, sql.SQL(cast))
+        return sql.Placeholder(name, "b" if name.endswith("embeddings") else "s")
 
-    return sql.SQL(", ").join(sql.SQL("{} => {}").format(sql.Identifier(name), argument(name)) for name in names)
+    def cast(name: str) -> sql.Composable:
+        return sql.SQL("{}::jsonb").format(placeholder(name)) if name == "filters" else placeholder(name)
+
+    return sql.SQL("select * from quarry.search_hits({})").format(
+        sql.SQL(", ").join(sql.SQL("{} => {}").format(sql.Identifier(name), cast(name)) for name in names)
+    ).as_bytes(None)
 
 
 class _HitRow(NamedTuple):
