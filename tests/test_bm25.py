@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from pathlib import Path
@@ -347,3 +348,43 @@ def test_counting_finds_the_documents_with_a_chunk_holding_every_selective_term(
         assert keyword_documents(query) == expected, query
         found_some += bool(expected)
     assert found_some >= 6
+
+
+FILTERS = [
+    {"source_slug": {"any_of": ["second"]}},
+    {"source_slug": {"none_of": ["first"]}, "content_type": {"any_of": ["code"]}},
+    {"source_slug": {"any_of": ["second"]}, "path": {"any_of": ["notes/n03*"]}},
+    {"source_slug": {"any_of": ["first", "second"]}, "content_type": {"none_of": ["code"]}},  # every source
+    {"content_type": {"any_of": ["markdown"]}},
+]
+
+
+@pytest.mark.parametrize("filters", FILTERS)
+def test_a_filter_scoped_to_few_chunks_ranks_as_the_check_per_posting(
+    ingestor: Ingestor, pool: ConnectionPool, tmp_path: Path, filters: dict[str, object]
+) -> None:
+    # Where a filter leaves sources out and theirs are few chunks, bm25_top lists the chunks that pass
+    # it once and checks each posting against that list; above scoped_chunk_limit (0 here) each posting
+    # looks its chunk up. Both read postings in blocks ("first", compacted) and in rows ("second").
+    ingestor.ingest(write_corpus(tmp_path / "first", _notes(120)), SourceSpec(slug="first"))
+    ingestor.ingest(write_corpus(tmp_path / "second", {**FILES, **_notes(80, first=300)}), SourceSpec(slug="second"))
+    queries = ["alpha", "alpha beta word310", "partial index expression predicate", "parse user id"]
+    with pool.connection() as conn:
+        assert conn.execute("select count(*) from quarry.text_postings").fetchone() != (0,)  # rows, not only blocks
+
+        def top(query: str, depth: int, limit: int) -> list[tuple[object, float]]:
+            return conn.execute("select chunk_id, score from quarry.bm25_top(%s, 30, %s, %s::jsonb,"
+                                " scoped_chunk_limit => %s)", (query, depth, json.dumps(filters), limit)).fetchall()
+
+        for query in queries:
+            for depth in (3, 750):
+                scoped, per_posting = top(query, depth, 50_000), top(query, depth, 0)
+                assert scoped == per_posting, (query, depth)
+        found = {chunk_id for query in queries for chunk_id, _ in top(query, 750, 50_000)}
+        allowed = {row[0] for row in conn.execute(
+            "select c.id from quarry.chunks c join quarry.sources s on s.id = c.source_id"
+            " join quarry.documents d on d.id = c.document_id"
+            " where quarry.facet_allows(%s::jsonb, 'source_slug', s.slug)"
+            "   and quarry.chunk_allowed(%s::jsonb, c.content_type, c.language, c.package, c.deprecated)"
+            "   and quarry.path_allows(%s::jsonb, d.path)", (json.dumps(filters),) * 3).fetchall()}
+    assert found and found <= allowed

@@ -87,6 +87,14 @@ def test_strict_keeps_only_content_that_satisfies_the_range(mcp: McpSession) -> 
         assert result["confidence_factors"]["version_match"]["raw"] == result["version_match"]
 
 
+def test_strict_holds_within_a_source_filter(mcp: McpSession) -> None:
+    # a filter that leaves a source out: the keyword leg checks its postings against the chunks that pass
+    body = _search(mcp, {"source_slug": {"any_of": ["compact-docs"]},
+                         "language_target": {"version_satisfies": ">=0.17.2 <0.18"}}, "strict")
+    assert set(_paths(body)) == {"guide/current.md", "guide/compatible.md"}
+    assert all(result["fts_rank"] is not None for result in body["results"])
+
+
 def test_permissive_drops_breaking_mismatches_and_demotes_near_misses(mcp: McpSession) -> None:
     body = _search(mcp, {"language_target": {"version_satisfies": ">=0.17.2 <0.18"}}, "permissive")
     paths = _paths(body)
