@@ -603,8 +603,8 @@ as $$
     -- A filter that leaves sources out, when theirs are at most scoped_chunk_limit chunks (one library of
     -- many): those that pass the chunk rules, checked once each, then each posting against this set
     -- (hashed) instead of looking up its chunk. A posting's lookup costs about 5 us, and a list read until
-    -- per_term_depth postings pass can be read to its end: a source filter over 15 repositories, 550 ms ->
-    -- 31 ms p50 (docs/benchmarks-log.md § Keyword searches within a few sources).
+    -- per_term_depth postings pass can be read to its end: a source filter over 15 repositories, 584 ms ->
+    -- 58 ms p50 (docs/benchmarks-log.md § Keyword searches within a few sources).
     source_chunks as materialized (
         select c.id, c.content_type, c.language, c.package, c.deprecated or s.deprecated as deprecated,
                c.document_id, c.symbol_path, c.is_code

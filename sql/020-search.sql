@@ -383,7 +383,7 @@ begin
                 from per_query p
                 join queries q on q.ordinal = p.ordinal
                 -- each row looks its chunk up by key: joined to the distinct candidates instead, the
-                -- generic plan compared every row with every candidate (a third of the fusion at 1M)
+                -- generic plan compared every row with every candidate (0.15 of the fusion's 1.5 ms at 1M)
                 join quarry.chunks c on c.id = p.chunk_id
                 join quarry.sources s on s.id = c.source_id
                 cross join lateral (
