@@ -95,6 +95,50 @@ $$;
 comment on function quarry.chunk_rule_kinds(jsonb) is
 'Which per-chunk checks a filters object needs: facets (quarry.chunk_allowed), versions (quarry.version_allows), locations (quarry.chunk_location_allows).';
 
+create or replace function quarry.filter_scope(filters jsonb, chunk_limit int) returns uuid[]
+language plpgsql stable parallel safe  -- plpgsql: the rule checks it calls are created in later files
+set search_path = quarry, pg_catalog
+as $$
+begin
+    -- A filter that leaves sources out (one library of many) lets few of a long postings list through, and
+    -- checking each posting by looking up its chunk costs about 5 us. Listed once, each source's chunks by
+    -- index and each chunk's rules checked once, the keyword leg checks against this list instead (hashed):
+    -- docs/benchmarks-log.md § Keyword searches within a few sources. The vector leg checks a few hundred
+    -- HNSW candidates, fewer than building the list costs: measured there, it did not pay.
+    return (
+        with allowed_sources as materialized (
+            select * from quarry.filtered_source_ids(filters) where filters is not null
+        ),
+        leaves_sources_out as materialized (
+            select filters is not null
+                   and exists (select from quarry.sources s where s.id not in (select a.id from allowed_sources a))
+                   as yes
+        ),
+        source_chunks as materialized (
+            select c.id, c.content_type, c.language, c.package, c.deprecated or s.deprecated as deprecated,
+                   c.document_id, c.symbol_path, c.is_code
+            from allowed_sources s
+            -- each source's chunks by index: as a join, a merge join read the index from its start
+            cross join lateral (select * from quarry.chunks c where c.source_id = s.id) c
+            where (select yes from leaves_sources_out)
+            limit chunk_limit + 1
+        )
+        select case when (select yes from leaves_sources_out) and (select count(*) from source_chunks) <= chunk_limit
+                    then coalesce(array_agg(sc.id), '{}') end
+        from source_chunks sc
+        cross join quarry.chunk_rule_kinds(filters) rules
+        where (not rules.facets
+               or quarry.chunk_allowed(filters, sc.content_type, sc.language, sc.package, sc.deprecated))
+          and (not rules.versions or quarry.version_allows(filters, sc.document_id))
+          and (not rules.locations
+               or quarry.chunk_location_allows(filters, sc.document_id, sc.symbol_path, sc.is_code, sc.content_type))
+    );
+end
+$$;
+
+comment on function quarry.filter_scope(jsonb, int) is
+'The chunks passing a (resolved) filters object that leaves sources out, when those sources hold at most chunk_limit chunks; null when the filter leaves no source out or they hold more. Searches check candidates against it instead of looking each one''s chunk up.';
+
 -- Location filters: {"path": {"any_of": ["src/**/*.py"], "none_of": ["**/tests/**"]},
 -- "symbol": {"any_of": ["Client.connect"]}}. Unlike facets they are patterns, not values.
 

@@ -590,46 +590,26 @@ as $$
         select * from quarry.filtered_source_ids(filters) where filters is not null
     ),
     chunk_rules as materialized (select * from quarry.chunk_rule_kinds(filters)),
-    every_source_allowed as materialized (
-        select not exists (select from quarry.sources s where s.id not in (select a.id from allowed_sources a)) as yes
-    ),
     -- A filter every chunk passes (it allows every source and has no chunk rule: a single source's corpus
     -- searched by its name) is read as none: the per-posting checks would only confirm it.
     passes_every_chunk as materialized (
-        select filters is null or (not (r.facets or r.versions or r.locations) and (select yes from every_source_allowed))
+        select filters is null
+            or (not (r.facets or r.versions or r.locations)
+                and not exists (select from quarry.sources s where s.id not in (select a.id from allowed_sources a)))
             as yes
         from chunk_rules r
     ),
-    -- A filter that leaves sources out, when theirs are at most scoped_chunk_limit chunks (one library of
-    -- many): those that pass the chunk rules, checked once each, then each posting against this set
-    -- (hashed) instead of looking up its chunk. A posting's lookup costs about 5 us, and a list read until
-    -- per_term_depth postings pass can be read to its end: a source filter over 15 repositories, 584 ms ->
-    -- 58 ms p50 (docs/benchmarks-log.md § Keyword searches within a few sources).
-    source_chunks as materialized (
-        select c.id, c.content_type, c.language, c.package, c.deprecated or s.deprecated as deprecated,
-               c.document_id, c.symbol_path, c.is_code
-        from allowed_sources s
-        -- each source's chunks by index: as a join, a merge join read the index from its start
-        cross join lateral (select * from quarry.chunks c where c.source_id = s.id) c
-        where not (select yes from every_source_allowed)
-        limit scoped_chunk_limit + 1
+    -- A filter that leaves sources out, when theirs are at most scoped_chunk_limit chunks: the chunks that
+    -- pass it, listed once (quarry.filter_scope), each posting then checked against them instead of looking
+    -- up its chunk, since a list read until per_term_depth postings pass can be read to its end. A source
+    -- filter over 15 repositories: 584 -> 58 ms p50 (docs/benchmarks-log.md § Keyword searches within a
+    -- few sources).
+    scope as materialized (
+        select quarry.filter_scope(filters, scoped_chunk_limit) as chunk_ids
+        where not (select yes from passes_every_chunk)
     ),
-    scoped as materialized (
-        select filters is not null and not (select yes from passes_every_chunk)
-               and not (select yes from every_source_allowed) and count(*) <= scoped_chunk_limit as yes
-        from source_chunks
-    ),
-    scoped_chunks as materialized (
-        select sc.id
-        from source_chunks sc
-        cross join chunk_rules
-        where (select yes from scoped)
-          and (not chunk_rules.facets
-               or quarry.chunk_allowed(filters, sc.content_type, sc.language, sc.package, sc.deprecated))
-          and (not chunk_rules.versions or quarry.version_allows(filters, sc.document_id))
-          and (not chunk_rules.locations
-               or quarry.chunk_location_allows(filters, sc.document_id, sc.symbol_path, sc.is_code, sc.content_type))
-    ),
+    scoped as materialized (select exists (select from scope where scope.chunk_ids is not null) as yes),
+    scoped_chunks as materialized (select unnest(scope.chunk_ids) as id from scope),
     terms as materialized (
         -- double precision throughout: numeric ln per posting cost more than the index scans.
         -- A long query (an issue, a stack trace) keeps its max_query_terms rarest terms: its
