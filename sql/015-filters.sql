@@ -96,7 +96,7 @@ comment on function quarry.chunk_rule_kinds(jsonb) is
 'Which per-chunk checks a filters object needs: facets (quarry.chunk_allowed), versions (quarry.version_allows), locations (quarry.chunk_location_allows).';
 
 create or replace function quarry.filter_scope(filters jsonb, chunk_limit int) returns uuid[]
-language plpgsql stable parallel safe  -- plpgsql: the rule checks it calls are created in later files
+language plpgsql stable parallel safe  -- plpgsql: the rule check it calls is created in a later file
 set search_path = quarry, pg_catalog
 as $$
 begin
@@ -127,11 +127,9 @@ begin
                     then coalesce(array_agg(sc.id), '{}') end
         from source_chunks sc
         cross join quarry.chunk_rule_kinds(filters) rules
-        where (not rules.facets
-               or quarry.chunk_allowed(filters, sc.content_type, sc.language, sc.package, sc.deprecated))
-          and (not rules.versions or quarry.version_allows(filters, sc.document_id))
-          and (not rules.locations
-               or quarry.chunk_location_allows(filters, sc.document_id, sc.symbol_path, sc.is_code, sc.content_type))
+        where quarry.chunk_passes_rules(filters, rules.facets, rules.versions, rules.locations, sc.content_type,
+                                        sc.language, sc.package, sc.deprecated, sc.document_id, sc.symbol_path,
+                                        sc.is_code)
     );
 end
 $$;

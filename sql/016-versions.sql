@@ -223,6 +223,25 @@ $$;
 comment on function quarry.version_allows(jsonb, uuid) is
 'Whether a document passes the version rules of resolved filters (strict: exact or compatible; permissive: anything but a breaking mismatch).';
 
+create or replace function quarry.chunk_passes_rules(
+    filters jsonb, facets boolean, versions boolean, locations boolean,
+    content_type text, language text, package text, deprecated boolean,
+    document_id uuid, symbol_path text, is_code boolean
+) returns boolean
+language sql stable parallel safe
+-- no `set search_path`: one expression, inlined into each caller's per-posting or per-candidate check, where
+-- a call would cost one per posting; every name in it is schema-qualified
+as $$
+    -- facets, versions, locations: which rules the filters have (quarry.chunk_rule_kinds); a check whose
+    -- kind the filters lack would pass every chunk, and is not made
+    select (not facets or quarry.chunk_allowed(filters, content_type, language, package, deprecated))
+       and (not versions or quarry.version_allows(filters, document_id))
+       and (not locations or quarry.chunk_location_allows(filters, document_id, symbol_path, is_code, content_type))
+$$;
+
+comment on function quarry.chunk_passes_rules(jsonb, boolean, boolean, boolean, text, text, text, boolean, uuid, text, boolean) is
+'Whether a chunk passes the chunk-level rules of resolved filters: facets (quarry.chunk_allowed), versions (quarry.version_allows) and locations (quarry.chunk_location_allows), each checked only where quarry.chunk_rule_kinds says the filters have it.';
+
 create or replace function quarry.version_match_label(degree int)
 returns text
 language sql immutable parallel safe

@@ -657,9 +657,10 @@ as $$
     ),
     listed as not materialized (  -- read once per term: each use below takes its own terms
         -- Under filters, each term's top postings in its blocks, as far as they let them through: a
-        -- per-posting check (scalar subquery) written out, where a function would cost a call
-        -- per posting (2.7x slower under a source filter); as EXISTS the planner would join
-        -- every chunk to the filter before reading the impact-ordered postings.
+        -- per-posting check (scalar subquery; quarry.chunk_passes_rules is inlined into it), where a
+        -- function holding the lookup would cost a call per posting (2.7x slower under a source filter);
+        -- as EXISTS the planner would join every chunk to the filter before reading the impact-ordered
+        -- postings.
         select terms.id as term_id, terms.idf, terms.cut, terms.has_rows, p.chunk_id, p.impact
         from terms
         cross join chunk_rules
@@ -670,13 +671,10 @@ as $$
                   else coalesce((
                       select true from quarry.chunks c join allowed_sources s on s.id = c.source_id
                       where c.id = u.chunk_id
-                        and (not chunk_rules.facets
-                             or quarry.chunk_allowed(filters, c.content_type, c.language, c.package,
-                                                     c.deprecated or s.deprecated))
-                        and (not chunk_rules.versions or quarry.version_allows(filters, c.document_id))
-                        and (not chunk_rules.locations
-                             or quarry.chunk_location_allows(filters, c.document_id, c.symbol_path, c.is_code,
-                                                             c.content_type))
+                        and quarry.chunk_passes_rules(filters, chunk_rules.facets, chunk_rules.versions,
+                                                      chunk_rules.locations, c.content_type, c.language, c.package,
+                                                      c.deprecated or s.deprecated, c.document_id, c.symbol_path,
+                                                      c.is_code)
                       limit 1), false) end
             limit per_term_depth
         ) p
@@ -693,13 +691,10 @@ as $$
                   else coalesce((
                          select true from quarry.chunks c join allowed_sources s on s.id = c.source_id
                          where c.id = r.chunk_id
-                           and (not chunk_rules.facets
-                                or quarry.chunk_allowed(filters, c.content_type, c.language, c.package,
-                                                        c.deprecated or s.deprecated))
-                           and (not chunk_rules.versions or quarry.version_allows(filters, c.document_id))
-                           and (not chunk_rules.locations
-                                or quarry.chunk_location_allows(filters, c.document_id, c.symbol_path, c.is_code,
-                                                                c.content_type))
+                           and quarry.chunk_passes_rules(filters, chunk_rules.facets, chunk_rules.versions,
+                                                         chunk_rules.locations, c.content_type, c.language, c.package,
+                                                         c.deprecated or s.deprecated, c.document_id, c.symbol_path,
+                                                         c.is_code)
                          limit 1), false) end
             order by r.impact desc, r.chunk_id desc
             limit per_term_depth

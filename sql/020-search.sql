@@ -49,11 +49,8 @@ begin
             and coalesce((
                 select true from quarry.chunks c join allowed_sources s on s.id = c.source_id
                 where c.id = e.chunk_id
-                  and (not $4
-                       or quarry.chunk_allowed($3, c.content_type, c.language, c.package, c.deprecated or s.deprecated))
-                  and (not $5 or quarry.version_allows($3, c.document_id))
-                  and (not $6
-                       or quarry.chunk_location_allows($3, c.document_id, c.symbol_path, c.is_code, c.content_type))
+                  and quarry.chunk_passes_rules($3, $4, $5, $6, c.content_type, c.language, c.package,
+                                                c.deprecated or s.deprecated, c.document_id, c.symbol_path, c.is_code)
                 limit 1), false)
         $filter$ end)
     using query_embedding, match_count, filters, rules.facets, rules.versions, rules.locations;
