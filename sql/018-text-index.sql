@@ -608,7 +608,6 @@ as $$
         select quarry.filter_scope(filters, scoped_chunk_limit) as chunk_ids
         where not (select yes from passes_every_chunk)
     ),
-    scoped as materialized (select exists (select from scope where scope.chunk_ids is not null) as yes),
     scoped_chunks as materialized (select unnest(scope.chunk_ids) as id from scope),
     terms as materialized (
         -- double precision throughout: numeric ln per posting cost more than the index scans.
@@ -667,7 +666,8 @@ as $$
         cross join lateral (
             select u.chunk_id, u.impact
             from quarry.term_block_postings(terms.id) u
-            where case when (select yes from scoped) then u.chunk_id in (select sc.id from scoped_chunks sc)
+            where case when (select scope.chunk_ids is not null from scope)
+                       then u.chunk_id in (select sc.id from scoped_chunks sc)
                   else coalesce((
                       select true from quarry.chunks c join allowed_sources s on s.id = c.source_id
                       where c.id = u.chunk_id
@@ -687,7 +687,8 @@ as $$
             select r.chunk_id, r.impact
             from quarry.text_postings r
             where r.term_id = terms.id
-              and case when (select yes from scoped) then r.chunk_id in (select sc.id from scoped_chunks sc)
+              and case when (select scope.chunk_ids is not null from scope)
+                       then r.chunk_id in (select sc.id from scoped_chunks sc)
                   else coalesce((
                          select true from quarry.chunks c join allowed_sources s on s.id = c.source_id
                          where c.id = r.chunk_id

@@ -146,12 +146,9 @@ begin
           and (cardinality(wanted_term_ids) = 1
                or exists (select from quarry.chunk_terms ct
                           where ct.chunk_id = r.chunk_id and ct.term_ids @> wanted_term_ids))
-          -- a check passes every chunk without its rule, and costs a function call per chunk: skipped then
-          and (not rules.facets
-               or quarry.chunk_allowed(filters, c.content_type, c.language, c.package, c.deprecated or s.deprecated))
-          and (not rules.versions or quarry.version_allows(resolved, c.document_id))
-          and (not rules.locations
-               or quarry.chunk_location_allows(filters, c.document_id, c.symbol_path, c.is_code, c.content_type))
+          and quarry.chunk_passes_rules(resolved, rules.facets, rules.versions, rules.locations, c.content_type,
+                                        c.language, c.package, c.deprecated or s.deprecated, c.document_id,
+                                        c.symbol_path, c.is_code)
         limit bound + 1
     ),
     -- vector leg: the nearest `bound` chunks, kept when close enough to be about the query
