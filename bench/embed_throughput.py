@@ -48,10 +48,10 @@ class ShippedModel(LocalMiniLM):
     def prepare(self, *, for_queries: bool = False) -> Path:
         return _source_model()
 
-    def _session(self, *, spinning: bool) -> ort.InferenceSession:
-        if spinning not in self._sessions:
-            self._sessions[spinning] = onnx_session(str(_source_model()), self._threads, spinning=spinning)
-        return self._sessions[spinning]
+    def _session(self, *, bulk: bool) -> ort.InferenceSession:
+        if bulk not in self._sessions:  # as LocalMiniLM's: a search's queries on one thread
+            self._sessions[bulk] = onnx_session(str(_source_model()), self._threads if bulk else 1)
+        return self._sessions[bulk]
 
     def _forward(self, model: ort.InferenceSession, ids: npt.NDArray[np.int64],
                  mask: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:

@@ -39,6 +39,11 @@ PREPARATION_VERSION = 2
 # still share one run.
 _BATCH_TOKENS = 2048
 _MAX_BATCH = 64
+# A search's few phrasings run on one thread: for a single query that is 1.0 ms against 1.3-1.5 on
+# two sleeping threads (waking the second costs more than it shares), and 1.1 ms of CPU against 1.7-1.9;
+# one thread stays ahead up to about 12 texts. Past this many, queries are a batch (an evaluation's, a
+# bench's) and run as documents do, on every core (docs/benchmarks-log.md, one thread per query).
+_FEW_QUERIES = 10
 
 
 def _source_model() -> Path:
@@ -80,8 +85,9 @@ class LocalMiniLM:
         self._threads = threads if threads is not None else available_cores()
         self._tokenizer = load_tokenizer()
         self._path: Path | None = None
-        #: By ``spinning``: documents run on a session whose threads spin between batches, queries on one
-        #: whose threads sleep (``minilm_runtime.session``); each is loaded on first use.
+        #: By ``bulk``: documents (and batches of queries) run on a session whose threads spin between
+        #: batches, a search's queries on one with a single thread (``minilm_runtime.session``); each is
+        #: loaded on first use.
         self._sessions: dict[bool, ort.InferenceSession] = {}
         self._lock = threading.Lock()
 
@@ -94,15 +100,16 @@ class LocalMiniLM:
         return DIMENSION
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
-        return self._embed(texts, spinning=True)
+        return self._embed(texts, bulk=True)
 
     def embed_queries(self, texts: Sequence[str]) -> Vectors:
         # MiniLM was trained without query/passage prefixes: both sides embed the same way.
-        return self._embed(texts, spinning=False)
+        return self._embed(texts, bulk=len(texts) > _FEW_QUERIES)
 
     def prepare(self, *, for_queries: bool = False) -> Path:
-        """Make sure the prepared model exists and its documents' (or queries') session is loaded; its path."""
-        self._session(spinning=not for_queries)
+        """Make sure the prepared model exists and its documents' (or a search's queries') session is loaded;
+        its path."""
+        self._session(bulk=not for_queries)
         assert self._path is not None
         return self._path
 
@@ -115,7 +122,7 @@ class LocalMiniLM:
         digest = _source_digest(_source_model(), self._cache_dir)
         return self._cache_dir / f"all-MiniLM-L6-v2.{digest}.prep{PREPARATION_VERSION}.int8.onnx"
 
-    def _session(self, *, spinning: bool) -> ort.InferenceSession:
+    def _session(self, *, bulk: bool) -> ort.InferenceSession:
         with self._lock:
             if self._path is None:
                 path = self._prepared_path()
@@ -124,11 +131,11 @@ class LocalMiniLM:
 
                     prepare_model(_source_model(), path, self._tokenizer)
                 self._path = path
-            if spinning not in self._sessions:
-                self._sessions[spinning] = session(str(self._path), self._threads, spinning=spinning)
-            return self._sessions[spinning]
+            if bulk not in self._sessions:
+                self._sessions[bulk] = session(str(self._path), self._threads if bulk else 1)
+            return self._sessions[bulk]
 
-    def _embed(self, texts: Sequence[str], *, spinning: bool) -> Vectors:
+    def _embed(self, texts: Sequence[str], *, bulk: bool) -> Vectors:
         if isinstance(texts, str):
             raise TypeError("embed a sequence of texts, not a single str")
         import numpy as np
@@ -136,7 +143,7 @@ class LocalMiniLM:
         out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
         if not texts:
             return out
-        model = self._session(spinning=spinning)
+        model = self._session(bulk=bulk)
         rows = [e.ids for e in self._tokenizer.encode_batch(list(texts))]
         # Sort by length so each batch pads little, then write results back by original index.
         order = sorted(range(len(rows)), key=lambda i: len(rows[i]))

@@ -58,12 +58,13 @@ def load_tokenizer() -> Tokenizer:
     return tokenizer
 
 
-def session(model: str | bytes, threads: int, *, spinning: bool = True) -> ort.InferenceSession:
-    """An inference session; ``spinning=False`` for one short run at a time (a query per search).
+def session(model: str | bytes, threads: int) -> ort.InferenceSession:
+    """An inference session on ``threads`` threads (one for a search's queries: ``LocalMiniLM``).
 
     ORT's pool threads spin for a while after every run. Between the batches of an ingest that is
-    10-17 % more passages/s (measured on 2 quiet cores); in a server embedding one query per search
-    it burned more CPU than the search itself (26.7 ms a call), taken from Postgres and the event loop.
+    10-17 % more passages/s (measured on 2 quiet cores). A server embedding one query per search
+    on two threads kept them from spinning, which burned more CPU than the search itself (26.7 ms a
+    call); on one thread there is no pool to spin.
     """
     import onnxruntime as ort
 
@@ -72,8 +73,6 @@ def session(model: str | bytes, threads: int, *, spinning: bool = True) -> ort.I
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    if not spinning:
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if _int8_products_saturate():
         # Exact (u8 x u8) int8 kernels instead: slower, but the same vectors as on VNNI CPUs. Only
         # where needed: on VNNI CPUs ORT would still switch kernels, and lose speed for nothing.
