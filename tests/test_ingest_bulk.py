@@ -235,6 +235,34 @@ def test_an_index_a_killed_load_left_deferred_is_built_by_the_next_ingest(
     assert "ef_construction='128'" in definition[0] and "WHERE (space = 'text'" in definition[0]
 
 
+def test_an_index_build_failing_at_a_runs_end_fails_the_run_and_is_left_for_the_next(
+    pool: ConnectionPool, database_url: str, tmp_path: Path
+) -> None:
+    """The build runs beside the run's last transaction (``DeferredIndexes.restore_meanwhile``): its error
+    still fails the run, and the deferral stays recorded for the next ingest to build."""
+    ingestor = Ingestor(pool, dict.fromkeys(SPACES, StandIn()), max_file_bytes=2_000_000)
+    small = tmp_path / "small"
+    small.mkdir()
+    (small / "note.md").write_text("# Note\n\nOne small page.\n")
+    ingestor.ingest(small, SourceSpec(slug="small"))  # the spaces exist from here
+    _leave_text_index_deferred(database_url)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        [(definition,)] = conn.execute("select definition from quarry.deferred_vector_indexes").fetchall()
+        conn.execute("update quarry.deferred_vector_indexes set definition = 'select 1 / 0'")
+    (small / "note.md").write_text("# Note\n\nOne small page, edited.\n")
+    with pytest.raises(psycopg.errors.DivisionByZero):
+        ingestor.ingest(small, SourceSpec(slug="small"))
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        assert _index_state(conn, TEXT_SPACE) == (None, 1)
+        [(status,)] = conn.execute("select status from quarry.jobs where kind = 'ingest'"
+                                   " order by created_at desc limit 1").fetchall()
+        assert status == "failed"
+        conn.execute("update quarry.deferred_vector_indexes set definition = %s", (definition,))
+    ingestor.ingest(small, SourceSpec(slug="small"))
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        assert _index_state(conn, TEXT_SPACE) == (True, 0)
+
+
 def test_reindex_builds_an_index_a_killed_load_left_deferred(pool: ConnectionPool, database_url: str,
                                                                tmp_path: Path) -> None:
     ingestor = Ingestor(pool, dict.fromkeys(SPACES, StandIn()), max_file_bytes=2_000_000)

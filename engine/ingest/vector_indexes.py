@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,6 +145,15 @@ class DeferredIndexes:
         for space in self._spaces.values():
             space.deferred = False
         return restored
+
+    def restore_meanwhile(self) -> Future[int]:
+        """``restore()`` on a pooled connection in a thread of its own, while the caller goes on; the caller
+        waits for the future (which holds the build's error, if any) before it returns."""
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quarry-hnsw-restore")
+        try:
+            return executor.submit(self.restore)
+        finally:
+            executor.shutdown(wait=False)  # the thread ends with the build
 
     def _defer(self, space: _Space) -> None:
         if not self._allowed:
