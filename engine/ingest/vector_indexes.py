@@ -133,15 +133,11 @@ class DeferredIndexes:
             space.deferred = space.deferred or bool(row[1])  # a killed or concurrent load's, built at the end
         self._counted = True
 
-    def restore(self, conn: Connection[Any] | None = None) -> int:
-        """Build every deferred index (this run's and any a killed run left); returns how many were built.
-
-        On ``conn`` when given (an idle connection the caller holds), else on a pooled one.
-        """
-        if conn is None:
-            with self._pool.connection() as pooled:
-                return self.restore(pooled)
-        restored = restore_deferred_indexes(conn)
+    def restore(self) -> int:
+        """Build every deferred index (this run's and any a killed run left), on a pooled connection; returns
+        how many were built."""
+        with self._pool.connection() as conn:
+            restored = restore_deferred_indexes(conn)
         for space in self._spaces.values():
             space.deferred = False
         return restored
