@@ -222,7 +222,8 @@ def test_the_vector_leg_scans_the_spaces_hnsw_index_and_returns_exact_distances(
 
 
 def test_the_hnsw_scan_depth_covers_the_leg_and_grows_with_the_index(corpus: ConnectionPool) -> None:
-    """hnsw.ef_search: depth + 10, times 1 + 0.75 x log10(vectors / 10k) above 10k vectors, at most 1000."""
+    """hnsw.ef_search: depth + 10, times 1 + 0.75 x log10(vectors / 10k) above 10k vectors plus 0.5 x
+    log10(vectors / 100k) above 100k, at most 1000."""
     with corpus.connection() as conn:
         depths = conn.execute(
             "select quarry.hnsw_scan_depth(depth, vectors) from (values (50, 0), (50, 100000), (50, 1000000),"
@@ -235,7 +236,7 @@ def test_the_hnsw_scan_depth_covers_the_leg_and_grows_with_the_index(corpus: Con
                      " 'vector', 5, candidate_count => 120)")
         in_search = conn.execute("select current_setting('hnsw.ef_search')").fetchone()  # set for the transaction
         conn.rollback()
-    assert [d for (d,) in depths] == [60, 105, 150, 195, 310, 775, 128]
+    assert [d for (d,) in depths] == [60, 105, 180, 255, 310, 930, 143]
     assert indexed is not None and stored is not None and indexed[0] == stored[0] > 0
     assert in_search == ("130",)
 
