@@ -263,6 +263,42 @@ def test_an_index_build_failing_at_a_runs_end_fails_the_run_and_is_left_for_the_
         assert _index_state(conn, TEXT_SPACE) == (True, 0)
 
 
+def test_a_runs_last_transaction_commits_while_its_index_build_waits(
+    pool: ConnectionPool, database_url: str, tmp_path: Path
+) -> None:
+    """The run's last transaction (text index rebuilt, source marked ingested) commits on its own while the
+    deferred index build beside it waits: here for a transaction holding the vectors' table, in a real run
+    for another run's batch, which may itself wait for this run's text index lock."""
+    root = _write_big_corpus(tmp_path / "corpus")
+    holder = psycopg.connect(database_url)
+
+    def hold_the_vectors(state: IngestProgress) -> None:
+        if state.chunks_written and holder.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            # after the load deferred the index (its concurrent drop waits for every holder of the table)
+            holder.execute("lock table quarry.embeddings in row exclusive mode")
+
+    ingested: list[Any] = []
+    run = threading.Thread(target=lambda: Ingestor(pool, dict.fromkeys(SPACES, StandIn()), max_file_bytes=2_000_000)
+                           .ingest(root, SourceSpec(slug=SLUG), progress=hold_the_vectors))
+    run.start()
+    try:
+        with psycopg.connect(database_url, autocommit=True) as watcher:
+            deadline = time.monotonic() + 30
+            while not ingested and run.is_alive() and time.monotonic() < deadline:
+                ingested = [row[0] for row in watcher.execute(
+                    "select last_ingested_at from quarry.sources where slug = %s and last_ingested_at is not null",
+                    (SLUG,))]
+                time.sleep(0.05)
+            waiting = _index_state(watcher, TEXT_SPACE)
+    finally:
+        holder.rollback()
+        holder.close()
+        run.join(60)
+    assert ingested and waiting == (None, 2)  # committed while the build still waited for the holder
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        assert _index_state(conn, TEXT_SPACE) == (True, 0)
+
+
 def test_reindex_builds_an_index_a_killed_load_left_deferred(pool: ConnectionPool, database_url: str,
                                                                tmp_path: Path) -> None:
     ingestor = Ingestor(pool, dict.fromkeys(SPACES, StandIn()), max_file_bytes=2_000_000)

@@ -359,6 +359,11 @@ class Ingestor:
                 revision: tuple[str, str] | None) -> None:
         """Delete what is gone and mark the source ingested; ``revision``: (git commit read, its repository)."""
         gone_ids = list(gone)
+        # The run's reads on this connection (its first-ingest check, the writers' session checks) left a
+        # transaction open: ended here, so the one below is not a savepoint inside it but commits when it
+        # ends. Left open, it would hold the text index's lock until the ingest returns, while the index
+        # build the run waits for may itself wait for another run's batch that waits for that lock.
+        conn.commit()
         # One transaction, BM25 rebuild included: a run killed before it commits leaves
         # last_ingested_at as it was, so the rerun still sees (and rebuilds for) every
         # chunk written since the last completed ingest.
