@@ -278,8 +278,16 @@ def test_a_runs_last_transaction_commits_while_its_index_build_waits(
             holder.execute("lock table quarry.embeddings in row exclusive mode")
 
     ingested: list[Any] = []
-    run = threading.Thread(target=lambda: Ingestor(pool, dict.fromkeys(SPACES, StandIn()), max_file_bytes=2_000_000)
-                           .ingest(root, SourceSpec(slug=SLUG), progress=hold_the_vectors))
+    errors: list[BaseException] = []
+
+    def ingest() -> None:
+        try:
+            Ingestor(pool, dict.fromkeys(SPACES, StandIn()), max_file_bytes=2_000_000).ingest(
+                root, SourceSpec(slug=SLUG), progress=hold_the_vectors)
+        except BaseException as error:
+            errors.append(error)
+
+    run = threading.Thread(target=ingest)
     run.start()
     try:
         with psycopg.connect(database_url, autocommit=True) as watcher:
@@ -294,6 +302,7 @@ def test_a_runs_last_transaction_commits_while_its_index_build_waits(
         holder.rollback()
         holder.close()
         run.join(60)
+    assert errors == [] and not run.is_alive()
     assert ingested and waiting == (None, 2)  # committed while the build still waited for the holder
     with psycopg.connect(database_url, autocommit=True) as conn:
         assert _index_state(conn, TEXT_SPACE) == (True, 0)
