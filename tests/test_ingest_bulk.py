@@ -19,7 +19,7 @@ from engine.config import Settings
 from engine.embed.base import CODE_SPACE, SPACES, TEXT_SPACE
 from engine.ingest.batch import Segment
 from engine.ingest.batch_writer import BatchWriter
-from engine.ingest.pipeline import Ingestor
+from engine.ingest.pipeline import INGEST_LOCK_CLASS, Ingestor
 from engine.ingest.sources import SourceSpec
 from engine.ingest.summary import IngestProgress
 from engine.ingest.write_behind import WriteBehind
@@ -306,6 +306,28 @@ def test_a_runs_last_transaction_commits_while_its_index_build_waits(
     assert ingested and waiting == (None, 2)  # committed while the build still waited for the holder
     with psycopg.connect(database_url, autocommit=True) as conn:
         assert _index_state(conn, TEXT_SPACE) == (True, 0)
+
+
+def test_the_session_holding_a_runs_lock_is_never_left_in_a_transaction(
+    pool: ConnectionPool, database_url: str, tmp_path: Path
+) -> None:
+    """Between its statements the run's own connection (the one holding the source's lock) is idle, not idle in a
+    transaction: a server's idle_in_transaction_session_timeout would otherwise end it, and the lock with it,
+    in a run whose batches take longer than the timeout."""
+    root = _write_big_corpus(tmp_path / "corpus")
+    states: list[str] = []
+
+    def lock_session_state(state: IngestProgress) -> None:
+        if not state.chunks_written:
+            return
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            states.extend(row[0] for row in conn.execute(
+                "select a.state from pg_locks l join pg_stat_activity a on a.pid = l.pid"
+                " where l.locktype = 'advisory' and l.classid = %s and l.granted", (INGEST_LOCK_CLASS,)))
+
+    Ingestor(pool, dict.fromkeys(SPACES, StandIn()), max_file_bytes=2_000_000).ingest(
+        root, SourceSpec(slug=SLUG), progress=lock_session_state)
+    assert states and "idle in transaction" not in states  # "active" when a writer's session check runs
 
 
 def test_reindex_builds_an_index_a_killed_load_left_deferred(pool: ConnectionPool, database_url: str,

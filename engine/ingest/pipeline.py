@@ -49,6 +49,7 @@ from engine.ingest.summary import IngestProgress, IngestSummary, ProgressCallbac
 from engine.ingest.vector_indexes import DeferredIndexes
 from engine.ingest.walk import Candidate, SkippedFile, list_tree, read_tree
 from engine.ingest.write_behind import WriteBehind
+from engine.store.db import autocommit
 
 __all__ = ["INGEST_LOCK_CLASS", "Ingestor"]
 
@@ -131,7 +132,10 @@ class Ingestor:
             where = where.resolve()
             if not where.is_dir() and not where.is_file():
                 raise NotADirectoryError(f"not a directory nor a file: {where}")
-        with self._pool.connection() as lock_conn:
+        # The run's own connection holds the source's (session) lock and runs in autocommit: each write step
+        # on it is a transaction of its own, and its reads (the writers' session checks) leave none open, so
+        # the session is never idle in a transaction for the length of a run.
+        with self._pool.connection() as lock_conn, autocommit(lock_conn):
             source_id, base_url, url_template, last_revision = self._upsert_source(lock_conn, source, where)
             self._lock_source(lock_conn, source_id, source.slug, wait_for_lock)
             run: JobRun | None = None
@@ -205,7 +209,6 @@ class Ingestor:
                 raise
             finally:
                 lock_conn.execute("select pg_advisory_unlock(%s, %s)", (INGEST_LOCK_CLASS, source_id))
-                lock_conn.commit()
         summary.total_seconds = time.perf_counter() - started
         run.succeed(job_counts(None, summary), summary.failed)
         return summary
@@ -263,35 +266,35 @@ class Ingestor:
         revision_key = None if isinstance(where, Path) else where.revision_key
         default_kind = None if isinstance(where, Path) else where.location.default_kind
         fetch = {} if isinstance(where, Path) else where.options.as_arguments()
-        row = conn.execute(
-            """
-            with before as (select metadata from quarry.sources where slug = %(slug)s)
-            insert into quarry.sources (slug, display_name, kind, attribution, base_url, url_template, root_path,
-                                        metadata)
-            values (%(slug)s, coalesce(%(display_name)s, %(slug)s), coalesce(%(kind)s, %(default_kind)s, 'mixed'),
-                    coalesce(%(attribution)s, 'unknown'), %(base_url)s, %(url_template)s, %(root)s,
-                    jsonb_build_object('location', %(location)s::text, 'fetch', %(fetch)s::jsonb))
-            on conflict (slug) do update set
-                display_name = coalesce(%(display_name)s, sources.display_name),
-                kind = coalesce(%(kind)s, sources.kind),
-                attribution = coalesce(%(attribution)s, sources.attribution),
-                base_url = coalesce(%(base_url)s, sources.base_url),
-                url_template = coalesce(%(url_template)s, sources.url_template),
-                root_path = coalesce(%(root)s, sources.root_path),
-                metadata = sources.metadata
-                           || jsonb_build_object('location', %(location)s::text, 'fetch', %(fetch)s::jsonb),
-                updated_at = now()
-            returning id, base_url, url_template,
-                      (select b.metadata ->> 'revision' from before b
-                       where b.metadata ->> 'revision_of' = %(revision_key)s)
-            """,
-            {**source.model_dump(), "default_kind": default_kind, "location": location, "fetch": Jsonb(fetch),
-             "revision_key": revision_key,
-             "root": location if default_kind is None else None},
-        ).fetchone()
-        if source.version is not None:
-            conn.execute("select quarry.set_source_version(%s, %s)", (source.slug, source.version))
-        conn.commit()
+        with conn.transaction():
+            row = conn.execute(
+                """
+                with before as (select metadata from quarry.sources where slug = %(slug)s)
+                insert into quarry.sources (slug, display_name, kind, attribution, base_url, url_template, root_path,
+                                            metadata)
+                values (%(slug)s, coalesce(%(display_name)s, %(slug)s), coalesce(%(kind)s, %(default_kind)s, 'mixed'),
+                        coalesce(%(attribution)s, 'unknown'), %(base_url)s, %(url_template)s, %(root)s,
+                        jsonb_build_object('location', %(location)s::text, 'fetch', %(fetch)s::jsonb))
+                on conflict (slug) do update set
+                    display_name = coalesce(%(display_name)s, sources.display_name),
+                    kind = coalesce(%(kind)s, sources.kind),
+                    attribution = coalesce(%(attribution)s, sources.attribution),
+                    base_url = coalesce(%(base_url)s, sources.base_url),
+                    url_template = coalesce(%(url_template)s, sources.url_template),
+                    root_path = coalesce(%(root)s, sources.root_path),
+                    metadata = sources.metadata
+                               || jsonb_build_object('location', %(location)s::text, 'fetch', %(fetch)s::jsonb),
+                    updated_at = now()
+                returning id, base_url, url_template,
+                          (select b.metadata ->> 'revision' from before b
+                           where b.metadata ->> 'revision_of' = %(revision_key)s)
+                """,
+                {**source.model_dump(), "default_kind": default_kind, "location": location, "fetch": Jsonb(fetch),
+                 "revision_key": revision_key,
+                 "root": location if default_kind is None else None},
+            ).fetchone()
+            if source.version is not None:
+                conn.execute("select quarry.set_source_version(%s, %s)", (source.slug, source.version))
         assert row is not None
         return int(row[0]), row[1], row[2], row[3]
 
@@ -314,10 +317,10 @@ class Ingestor:
                       summary: IngestSummary) -> None:
         """Record what only the fetch knows: what it did, the folder, the exact version fetched."""
         summary.fetched = fetched.report
-        conn.execute("update quarry.sources set root_path = %s where id = %s", (str(fetched.root), source_id))
-        if source.version is None and fetched.version is not None:  # the user's --source-version wins
-            conn.execute("select quarry.set_source_version(%s, %s)", (source.slug, fetched.version))
-        conn.commit()
+        with conn.transaction():
+            conn.execute("update quarry.sources set root_path = %s where id = %s", (str(fetched.root), source_id))
+            if source.version is None and fetched.version is not None:  # the user's --source-version wins
+                conn.execute("select quarry.set_source_version(%s, %s)", (source.slug, fetched.version))
 
     def _lock_source(self, conn: Connection[Any], source_id: int, slug: str, wait: bool) -> None:
         # Session-level advisory lock: two ingests of one source never interleave.
@@ -326,9 +329,7 @@ class Ingestor:
         else:
             row = conn.execute("select pg_try_advisory_lock(%s, %s)", (INGEST_LOCK_CLASS, source_id)).fetchone()
             if row is None or not row[0]:
-                conn.rollback()
                 raise BusyError(f"another ingest of source {slug!r} is running")
-        conn.commit()
 
     def _model_groups(self) -> list[ModelGroup]:
         """Find (or register) the generation serving each logical space, grouped by the embedder serving it."""
@@ -359,11 +360,6 @@ class Ingestor:
                 revision: tuple[str, str] | None) -> None:
         """Delete what is gone and mark the source ingested; ``revision``: (git commit read, its repository)."""
         gone_ids = list(gone)
-        # The run's reads on this connection (its first-ingest check, the writers' session checks) left a
-        # transaction open: ended here, so the one below is not a savepoint inside it but commits when it
-        # ends. Left open, it would hold the text index's lock until the ingest returns, while the index
-        # build the run waits for may itself wait for another run's batch that waits for that lock.
-        conn.commit()
         # One transaction, BM25 rebuild included: a run killed before it commits leaves
         # last_ingested_at as it was, so the rerun still sees (and rebuilds for) every
         # chunk written since the last completed ingest.
