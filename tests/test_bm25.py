@@ -350,18 +350,19 @@ def test_counting_finds_the_documents_with_a_chunk_holding_every_selective_term(
     assert found_some >= 6
 
 
+#: Filters, and whether each leaves a source out (so that bm25_top lists the chunks passing it).
 FILTERS = [
-    {"source_slug": {"any_of": ["second"]}},
-    {"source_slug": {"none_of": ["first"]}, "content_type": {"any_of": ["code"]}},
-    {"source_slug": {"any_of": ["second"]}, "path": {"any_of": ["notes/n03*"]}},
-    {"source_slug": {"any_of": ["first", "second"]}, "content_type": {"none_of": ["code"]}},  # every source
-    {"content_type": {"any_of": ["markdown"]}},
+    ({"source_slug": {"any_of": ["second"]}}, True),
+    ({"source_slug": {"none_of": ["first"]}, "content_type": {"any_of": ["code"]}}, True),
+    ({"source_slug": {"any_of": ["second"]}, "path": {"any_of": ["notes/n03*"]}}, True),
+    ({"source_slug": {"any_of": ["first", "second"]}, "content_type": {"none_of": ["code"]}}, False),
+    ({"content_type": {"any_of": ["markdown"]}}, False),
 ]
 
 
-@pytest.mark.parametrize("filters", FILTERS)
+@pytest.mark.parametrize(("filters", "leaves_sources_out"), FILTERS)
 def test_a_filter_scoped_to_few_chunks_ranks_as_the_check_per_posting(
-    ingestor: Ingestor, pool: ConnectionPool, tmp_path: Path, filters: dict[str, object]
+    ingestor: Ingestor, pool: ConnectionPool, tmp_path: Path, filters: dict[str, object], leaves_sources_out: bool
 ) -> None:
     # Where a filter leaves sources out and theirs are few chunks, bm25_top lists the chunks that pass
     # it once and checks each posting against that list; above scoped_chunk_limit (0 here) each posting
@@ -371,6 +372,9 @@ def test_a_filter_scoped_to_few_chunks_ranks_as_the_check_per_posting(
     queries = ["alpha", "alpha beta word310", "partial index expression predicate", "parse user id"]
     with pool.connection() as conn:
         assert conn.execute("select count(*) from quarry.text_postings").fetchone() != (0,)  # rows, not only blocks
+        # the scoped path runs where the filter leaves a source out, and only there
+        assert conn.execute("select quarry.filter_scope(%s::jsonb, 50000) is not null",
+                            (json.dumps(filters),)).fetchone() == (leaves_sources_out,)
 
         def top(query: str, depth: int, limit: int) -> list[tuple[object, float]]:
             return conn.execute("select chunk_id, score from quarry.bm25_top(%s, 30, %s, %s::jsonb,"
