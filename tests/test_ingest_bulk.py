@@ -291,7 +291,7 @@ def test_a_runs_last_transaction_commits_while_its_index_build_waits(
     run.start()
     try:
         with psycopg.connect(database_url, autocommit=True) as watcher:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + 60  # the run alone takes a few seconds
             while not ingested and run.is_alive() and time.monotonic() < deadline:
                 ingested = [row[0] for row in watcher.execute(
                     "select last_ingested_at from quarry.sources where slug = %s and last_ingested_at is not null",
