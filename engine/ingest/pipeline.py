@@ -24,8 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent import futures
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
@@ -201,7 +200,7 @@ class Ingestor:
                 if writer is not None:
                     writer.abandon()  # the batch being written commits or rolls back whole
                 if restoring is not None:
-                    futures.wait([restoring])  # never two builds at once: this one ends first
+                    wait([restoring])  # never two builds at once: this one ends first
                 if indexes is not None:
                     _restore_quietly(indexes)
                 if run is not None:
