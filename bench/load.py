@@ -24,7 +24,11 @@ levels (``--reference-seconds`` each, 0 skips), as the reference an MCP call is 
 - ``search_text``: ``select * from quarry.search_text(query, limit)``, the keyword search in SQL.
 
 The one-client level's p50 is then given as a ratio over ``embed + SQL`` (and, for ``--mode fts``,
-over ``search_text``); the load averages before and after say how busy the machine was.
+over ``search_text``), beside its floor: the clients' own CPU per call plus ``tool``, the p50 a server
+with no protocol path at all would reach here (at one client the three processes take turns). Each
+level above one client gets its ceiling: the cores over the CPU a call takes in all three processes,
+and the mean latency that many clients then wait at least (Little's law). The load averages before
+and after say how busy the machine was.
 
 With ``--no-auth`` there is no rate limiting; the server's database pool is set by
 ``QUARRY_POOL_MAX_SIZE`` (default 8) and ``QUARRY_POOL_TIMEOUT_MS`` (default 5000), which
@@ -252,13 +256,33 @@ def print_reference(reference: Reference) -> None:
 
 
 def print_ratios(reference: Reference, one_client: Level, mode: str) -> None:
-    """The one-client MCP p50 over the in-process references (the goal: at most 2x)."""
+    """The one-client MCP p50 over the in-process references (the goal: at most 2x), and its floor here."""
     mcp = one_client.percentile(0.5)
     ratios = [f"MCP p50 {mcp:.2f} ms = {mcp / percentile(reference.embed_sql, 0.5):.2f}x embed + SQL",
               f"{mcp / percentile(reference.tool, 0.5):.2f}x the tool in process"]
     if mode == "fts":
         ratios.append(f"{mcp / percentile(reference.search_text, 0.5):.2f}x quarry.search_text")
     print("1 client: " + ", ".join(ratios))
+    # At one client the MCP client, the server and Postgres take turns, so a call takes about the sum of
+    # their CPU per call. The clients' share and the tool's own run stay whatever the server's protocol
+    # path costs: their sum is the p50 a server with no plumbing at all would reach on this machine.
+    client_ms = one_client.cpu_s[2] / max(1, len(one_client.latencies_ms)) * 1000
+    tool_ms = percentile(reference.tool, 0.5)
+    floor_ms = client_ms + tool_ms
+    floor = [f"the clients' own CPU {client_ms:.2f} ms + the tool in process {tool_ms:.2f} = {floor_ms:.2f} ms"]
+    if mode == "fts":
+        floor.append(f"{floor_ms / percentile(reference.search_text, 0.5):.2f}x quarry.search_text")
+    print("1 client, floor without any server plumbing: " + ", ".join(floor))
+
+
+def print_capacity(level: Level) -> None:
+    """The calls/s this machine's cores allow at the level's CPU per call, and the mean wait that implies."""
+    cores = len(os.sched_getaffinity(0))
+    cpu_ms = sum(level.cpu_s) / max(1, len(level.latencies_ms)) * 1000
+    ceiling = cores * 1000 / cpu_ms
+    # Little's law: N calls always in flight at X calls/s wait N / X on average
+    print(f"{level.clients} clients: {cpu_ms:.1f} ms of CPU a call (server, Postgres, clients) on {cores} cores: "
+          f"at most {ceiling:.0f} calls/s, so a mean latency of at least {level.clients / ceiling * 1000:.0f} ms")
 
 
 def per_call(level: Level) -> str:
@@ -332,6 +356,7 @@ def main() -> None:
         print(f"|{'-' * 9}|{'-' * 8}|{'-' * 9}|{'-' * 9}|{'-' * 9}|{'-' * 9}|{'-' * 22}|{'-' * 9}|{'-' * 10}"
               f"|{'-' * 40}|")
         one_client: Level | None = None
+        levels: list[Level] = []
         for clients in (int(part) for part in args.clients.split(",")):
             before = cpu_seconds(server.pid), postgres_cpu_seconds(home), time.process_time()
             level = asyncio.run(run_level(url, clients, args))
@@ -345,8 +370,12 @@ def main() -> None:
                   f"| {rss / 1024:>7.0f} | {hwm / 1024:>8.0f} | {per_call(level):<38} |", flush=True)
             if clients == 1 and reference is not None:
                 one_client = level
+            levels.append(level)
         if one_client is not None and reference is not None:
             print_ratios(reference, one_client, args.mode)
+        for level in levels:
+            if level.clients > 1:
+                print_capacity(level)
         print(f"load averages after: {load_averages()}")
     finally:
         server.send_signal(signal.SIGINT)
