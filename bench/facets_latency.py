@@ -120,9 +120,9 @@ _CONSTRAINTS = """
 """
 _CHUNKS = """
     insert into quarry.chunks (document_id, source_id, ordinal, content, title, content_type, is_code,
-                               start_line, end_line, start_byte, end_byte, token_estimate)
+                               start_line, end_line, start_byte, end_byte, token_estimate, document_chunks)
     select d.id, d.source_id, k, format('part %%s of %%s', k, d.path), d.title, d.content_type,
-           d.content_type = 'code', k * 10 + 1, k * 10 + 10, k * 400, k * 400 + 399, 100
+           d.content_type = 'code', k * 10 + 1, k * 10 + 10, k * 400, k * 400 + 399, 100, %(chunks)s
     from quarry.documents d cross join generate_series(0, %(chunks)s - 1) k
 """
 

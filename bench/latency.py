@@ -309,15 +309,15 @@ def copy_block(conn: psycopg.Connection[Any], block: Block, source_id: int, spac
                                 hashlib.sha256(raw).digest(), raw, "markdown", 1))
         with conn.cursor().copy("copy quarry.chunks (id, document_id, source_id, ordinal, content, title,"
                                 " heading_path, content_type, start_line, end_line, start_byte, end_byte,"
-                                " token_estimate) from stdin with (format binary)") as copy:
+                                " token_estimate, document_chunks) from stdin with (format binary)") as copy:
             copy.set_types(["uuid", "uuid", "int8", "int4", "text", "text", "text[]", "text",
-                            "int4", "int4", "int4", "int4", "int4"])
+                            "int4", "int4", "int4", "int4", "int4", "int4"])
             for doc_id, title, doc_chunks in zip(document_ids, block.titles, block.chunks, strict=True):
                 for ordinal, (heading, content, first, last, start, end, tokens) in enumerate(doc_chunks):
                     chunk_id = uuid7()
                     chunk_ids.append(chunk_id)
                     copy.write_row((chunk_id, doc_id, source_id, ordinal, content, title, [title, heading],
-                                    "markdown", first, last, start, end, tokens))
+                                    "markdown", first, last, start, end, tokens, len(doc_chunks)))
         with conn.cursor().copy(EMBEDDINGS_COPY) as copy:
             copy.set_types(EMBEDDINGS_COPY_TYPES)
             for chunk_id, vector in zip(chunk_ids, block.vectors, strict=True):

@@ -222,8 +222,7 @@ begin
            case when exists (select 1 from quarry.chunks c where c.document_id = hit.document_id and c.is_code)
                 then d.code_vector_weight else d.vector_weight end,
            quarry.document_evidence_share(
-               (select count(*) from quarry.chunks c where c.document_id = hit.document_id),
-               d.document_evidence_chunks)
+               (select c.document_chunks from quarry.chunks c where c.id = chunk), d.document_evidence_chunks)
       into vector_weight, damping, prose_factor, document_weight, document_share
     from quarry.ranking_defaults() d;
     step := 'fusion';

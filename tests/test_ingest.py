@@ -51,6 +51,7 @@ def test_first_ingest_stores_documents_chunks_and_one_vector_per_chunk(
     assert url == "https://example.test/docs/indexes"
     for content, document_raw, start, end in spans:
         assert bytes(document_raw)[start:end].decode() == content
+    assert_chunks_carry_their_document_length(pool)
 
 
 def test_reingest_is_incremental(ingestor: Ingestor, pool: ConnectionPool, tmp_path: Path) -> None:
@@ -80,6 +81,21 @@ def test_reingest_is_incremental(ingestor: Ingestor, pool: ConnectionPool, tmp_p
         ).fetchone()
     assert paths == ["docs/backup.md", "guide/indexes.md", "src/users.py"]
     assert backup is not None and "pg_basebackup" in backup[0] and "pg_dump" not in backup[0]
+    assert_chunks_carry_their_document_length(pool)
+
+
+def assert_chunks_carry_their_document_length(pool: ConnectionPool) -> None:
+    """Each chunk's ``document_chunks`` (what fusion reads for the document's length) is its document's count."""
+    with pool.connection() as conn:
+        row = conn.execute(
+            "select count(*) filter (where c.document_chunks <> d.chunks), max(d.chunks)"
+            " from quarry.chunks c"
+            " join (select document_id, count(*) as chunks from quarry.chunks group by document_id) d"
+            " on d.document_id = c.document_id"
+        ).fetchone()
+    assert row is not None
+    wrong, longest = row
+    assert wrong == 0 and longest > 1  # a document of several chunks, so a constant would not pass
 
 
 def test_invalid_utf8_is_reported_and_keeps_the_previous_version(

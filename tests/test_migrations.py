@@ -201,3 +201,27 @@ def test_0025_fills_the_per_source_version_totals_from_the_kept_combinations(scr
         summed = conn.execute("select source_id, facet, name, sum(documents)::bigint"
                               " from quarry.version_facet_combinations group by 1, 2, 3 order by 1, 2, 3").fetchall()
     assert len(kept) == 6 and kept == summed
+
+
+def test_0027_gives_every_chunk_its_documents_length_and_checks_it(
+    scratch_url: str, local_embedder: Embedder, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    upgrade(scratch_url)
+    with open_pool(scratch_url, min_size=1, max_size=4, name="migration-test") as pool:
+        Ingestor(pool, {"text": local_embedder}, max_file_bytes=1_000_000).ingest(
+            write_corpus(tmp_path), SourceSpec(slug="sample"))
+
+    def lengths() -> dict[object, int]:
+        with psycopg.connect(scratch_url) as conn:
+            return dict(conn.execute("select id, document_chunks from quarry.chunks").fetchall())  # type: ignore[arg-type]
+
+    ingested = lengths()
+    assert max(ingested.values()) > 1
+    _alembic(scratch_url, "downgrade", "0026_text_postings_deferred")
+    capsys.readouterr()
+    upgrade(scratch_url)  # as quarry migrate does, saying what it rewrites
+    assert f"quarry: storing each chunk's document length in quarry.chunks ({len(ingested)} chunks)" in (
+        capsys.readouterr().err)
+    assert lengths() == ingested
+    with psycopg.connect(scratch_url) as conn, pytest.raises(psycopg.errors.CheckViolation):
+        conn.execute("update quarry.chunks set document_chunks = ordinal where ordinal > 0")

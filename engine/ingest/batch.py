@@ -163,10 +163,10 @@ def copy_chunks(conn: Connection[Any], source_id: int, documents: Sequence[Pendi
     with conn.cursor().copy(
         "copy quarry.chunks (id, document_id, source_id, ordinal, content, title, heading_path,"
         " symbol_path, is_code, content_type, language, start_line, end_line, start_byte, end_byte,"
-        " token_estimate) from stdin with (format binary)"
+        " token_estimate, document_chunks) from stdin with (format binary)"
     ) as copy:
         copy.set_types(["uuid", "uuid", "int8", "int4", "text", "text", "text[]", "text", "bool",
-                        "text", "text", "int4", "int4", "int4", "int4", "int4"])
+                        "text", "text", "int4", "int4", "int4", "int4", "int4", "int4"])
         ids = iter(chunk_ids)
         for doc_id, doc in zip(document_ids, documents, strict=True):
             for ordinal, chunk in enumerate(doc.parsed.chunks):
@@ -174,7 +174,7 @@ def copy_chunks(conn: Connection[Any], source_id: int, documents: Sequence[Pendi
                     next(ids), doc_id, source_id, ordinal, chunk.content, doc.parsed.title,
                     list(chunk.heading_path), chunk.symbol_path, chunk.is_code,
                     doc.parsed.content_type, doc.parsed.language, chunk.start_line, chunk.end_line,
-                    chunk.start_byte, chunk.end_byte, count_tokens(chunk.content),
+                    chunk.start_byte, chunk.end_byte, count_tokens(chunk.content), len(doc.parsed.chunks),
                 ))
 
 
