@@ -398,7 +398,7 @@ begin
                                 then quarry.version_degree(resolved_filters, c.document_id) end as degree,
                            c.deprecated or s.deprecated as deprecated,
                            -- the document's length comes with the chunk row (alembic 0027): looked up for each
-                           -- candidate, it took a tenth of the fusion's time at 1M chunks
+                           -- candidate, it took 0.3-0.46 ms of a 6 ms search at 1M chunks
                            case when use_fts and (use_vector or use_code)  -- a single leg is ranked as it is
                                 then quarry.document_evidence_share(c.document_chunks, defaults.document_evidence_chunks)
                                 else 0 end as document_share
