@@ -97,6 +97,12 @@ class Level:
     def percentile(self, fraction: float) -> float:
         return percentile(self.latencies_ms, fraction)
 
+    def cpu_ms_per_call(self) -> tuple[float, float, float]:
+        """``cpu_s`` per successful call, ms: where the machine's time went (robust to other load)."""
+        calls = max(1, len(self.latencies_ms))
+        server, database, clients = (seconds / calls * 1000 for seconds in self.cpu_s)
+        return server, database, clients
+
 
 def rss_kib(pid: int) -> tuple[int, int]:
     """(VmRSS, VmHWM) of ``pid`` in KiB, from /proc."""
@@ -266,7 +272,7 @@ def print_ratios(reference: Reference, one_client: Level, mode: str) -> None:
     # At one client the MCP client, the server and Postgres take turns, so a call takes about the sum of
     # their CPU per call. The clients' share and the tool's own run stay whatever the server's protocol
     # path costs: their sum is the p50 a server with no plumbing at all would reach on this machine.
-    client_ms = one_client.cpu_s[2] / max(1, len(one_client.latencies_ms)) * 1000
+    client_ms = one_client.cpu_ms_per_call()[2]
     tool_ms = percentile(reference.tool, 0.5)
     floor_ms = client_ms + tool_ms
     floor = [f"the clients' own CPU {client_ms:.2f} ms + the tool in process {tool_ms:.2f} = {floor_ms:.2f} ms"]
@@ -278,7 +284,7 @@ def print_ratios(reference: Reference, one_client: Level, mode: str) -> None:
 def print_capacity(level: Level) -> None:
     """The calls/s this machine's cores allow at the level's CPU per call, and the mean wait that implies."""
     cores = len(os.sched_getaffinity(0))
-    cpu_ms = sum(level.cpu_s) / max(1, len(level.latencies_ms)) * 1000
+    cpu_ms = sum(level.cpu_ms_per_call())
     ceiling = cores * 1000 / cpu_ms
     # Little's law: N calls always in flight at X calls/s wait N / X on average
     print(f"{level.clients} clients: {cpu_ms:.1f} ms of CPU a call (server, Postgres, clients) on {cores} cores: "
@@ -286,9 +292,8 @@ def print_capacity(level: Level) -> None:
 
 
 def per_call(level: Level) -> str:
-    """The level's CPU per successful call, ms: where the machine's time went (robust to other load)."""
-    calls = max(1, len(level.latencies_ms))
-    return ", ".join(f"{seconds / calls * 1000:.1f}" for seconds in level.cpu_s)
+    """The level's CPU per successful call, ms: server, Postgres, clients."""
+    return ", ".join(f"{ms:.1f}" for ms in level.cpu_ms_per_call())
 
 
 def load_averages() -> str:

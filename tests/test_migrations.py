@@ -89,6 +89,14 @@ def _alembic(url: str, direction: str, revision: str) -> None:
         engine.dispose()
 
 
+def _migrated_with_sample_corpus(url: str, embedder: Embedder, root: Path) -> None:
+    """Migrate ``url`` to the head and ingest the sample corpus (written under ``root``) into it."""
+    upgrade(url)
+    with open_pool(url, min_size=1, max_size=4, name="migration-test") as pool:
+        Ingestor(pool, {"text": embedder}, max_file_bytes=1_000_000).ingest(
+            write_corpus(root), SourceSpec(slug="sample"))
+
+
 def test_0014_rebuilds_every_space_index_in_half_precision_and_rewrites_deferred_ones(
     scratch_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -135,10 +143,7 @@ def test_0014_rebuilds_every_space_index_in_half_precision_and_rewrites_deferred
 def test_0015_recomputes_code_postings_with_their_own_length_normalisation(
     scratch_url: str, local_embedder: Embedder, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    upgrade(scratch_url)
-    with open_pool(scratch_url, min_size=1, max_size=4, name="migration-test") as pool:
-        Ingestor(pool, {"text": local_embedder}, max_file_bytes=1_000_000).ingest(
-            write_corpus(tmp_path), SourceSpec(slug="sample"))
+    _migrated_with_sample_corpus(scratch_url, local_embedder, tmp_path)
 
     Postings = dict[tuple[object, int], tuple[bool, float, float, float]]
 
@@ -206,10 +211,7 @@ def test_0025_fills_the_per_source_version_totals_from_the_kept_combinations(scr
 def test_0027_gives_every_chunk_its_documents_length_and_checks_it(
     scratch_url: str, local_embedder: Embedder, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    upgrade(scratch_url)
-    with open_pool(scratch_url, min_size=1, max_size=4, name="migration-test") as pool:
-        Ingestor(pool, {"text": local_embedder}, max_file_bytes=1_000_000).ingest(
-            write_corpus(tmp_path), SourceSpec(slug="sample"))
+    _migrated_with_sample_corpus(scratch_url, local_embedder, tmp_path)
 
     def lengths() -> dict[object, int]:
         with psycopg.connect(scratch_url) as conn:
